@@ -1,0 +1,264 @@
+"""Start, stop and describe the local servers: Kafka (KRaft), Google's pstest Pub/Sub emulator, moto.
+
+Each server is a child process started in its own session, its pid and start time kept in
+`<home>/stack.json`, so `down` stops exactly what `up` started (by pid, never by name) and a pid
+reused by an unrelated process is never signalled.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from bridgectl import fetch
+from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_config
+
+DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "pubsub": 18085, "s3": 15000}
+SERVICES = ("kafka", "pubsub", "s3")
+READY_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    address: str
+    pid: int | None
+    running: bool
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _process_start_ticks(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime) follows the parenthesised command name, which may itself hold spaces.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+class LocalStack:
+    def __init__(self, home: Path | None = None, pick_free_ports: bool = False):
+        self.home = (home or default_stack_home()).resolve()
+        self.state_file = self.home / "stack.json"
+        self._pick_free_ports = pick_free_ports
+
+    # --- state -----------------------------------------------------------------------------
+    def _load_state(self) -> dict:
+        if self.state_file.exists():
+            return json.loads(self.state_file.read_text())
+        return {}
+
+    def _save_state(self, state: dict) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.state_file.write_text(json.dumps(state, indent=2))
+
+    def ports(self) -> dict[str, int]:
+        """Ports are chosen on the first `up` and kept, since Kafka's metadata log remembers them."""
+        state = self._load_state()
+        if "ports" not in state:
+            if self._pick_free_ports:
+                ports = {name: _free_port() for name in DEFAULT_PORTS}
+            else:
+                ports = {
+                    name: int(os.environ.get(f"BRIDGE_{name.upper()}_PORT", default))
+                    for name, default in DEFAULT_PORTS.items()
+                }
+            state["ports"] = ports
+            self._save_state(state)
+        return state["ports"]
+
+    def _alive(self, service: str) -> int | None:
+        entry = self._load_state().get("pids", {}).get(service)
+        if not entry:
+            return None
+        pid, ticks = entry["pid"], entry["start_ticks"]
+        return pid if _process_start_ticks(pid) == ticks else None
+
+    # --- public ------------------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        ports = self.ports()
+        return {
+            "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka']}",
+            "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{ports['pubsub']}",
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}",
+            # moto accepts any credentials; these keep boto3 from looking for real ones.
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "DAGSTER_HOME": str(default_dagster_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+
+    def status(self) -> list[ServiceStatus]:
+        ports = self.ports()
+        return [
+            ServiceStatus(name, f"127.0.0.1:{ports[name]}", self._alive(name), self._alive(name) is not None)
+            for name in SERVICES
+        ]
+
+    def up(self, log: Callable[[str], None] = print) -> None:
+        starters = {"kafka": self._start_kafka, "pubsub": self._start_pubsub, "s3": self._start_s3}
+        checks = {"kafka": self._kafka_ready, "pubsub": self._pubsub_ready, "s3": self._s3_ready}
+        started = []
+        for name in SERVICES:
+            if self._alive(name):
+                log(f"{name}: already running")
+                continue
+            port = self.ports()[name]
+            if _port_open(port):
+                raise RuntimeError(
+                    f"{name}: port {port} is taken by a process this stack did not start; "
+                    f"stop it or set BRIDGE_{name.upper()}_PORT"
+                )
+            self._record(name, starters[name]())
+            started.append(name)
+        for name in started:
+            self._wait(name, checks[name])
+            log(f"{name}: ready on 127.0.0.1:{self.ports()[name]}")
+
+    def down(self, log: Callable[[str], None] = print) -> None:
+        state = self._load_state()
+        for name in SERVICES:
+            pid = self._alive(name)
+            if pid is None:
+                continue
+            os.killpg(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while _process_start_ticks(pid) is not None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if _process_start_ticks(pid) is not None:
+                os.killpg(pid, signal.SIGKILL)
+            log(f"{name}: stopped (pid {pid})")
+        state["pids"] = {}
+        self._save_state(state)
+
+    # --- services ----------------------------------------------------------------------------
+    def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+        log_path = self.home / "logs" / f"{name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as out:
+            return subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env={**os.environ, **(env or {})},
+            )
+
+    def _record(self, name: str, proc: subprocess.Popen) -> None:
+        state = self._load_state()
+        state.setdefault("pids", {})[name] = {
+            "pid": proc.pid, "start_ticks": _process_start_ticks(proc.pid)
+        }
+        self._save_state(state)
+
+    def _kafka_properties(self) -> Path:
+        ports = self.ports()
+        data_dir = self.home / "kafka-data"
+        props = self.home / "kafka" / "server.properties"
+        props.parent.mkdir(parents=True, exist_ok=True)
+        props.write_text("\n".join([
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.bootstrap.servers=127.0.0.1:{ports['kafka_controller']}",
+            f"listeners=PLAINTEXT://127.0.0.1:{ports['kafka']},CONTROLLER://127.0.0.1:{ports['kafka_controller']}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports['kafka']}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"log.dirs={data_dir}",
+            "num.partitions=1",
+            "offsets.topic.replication.factor=1",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "",
+        ]))
+        return props
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        java = fetch.require_tool("java", "OpenJDK 17, to run Kafka")
+        libs = fetch.kafka_server_jars()
+        return [
+            java, "-Xms256m", "-Xmx768m", f"-Dlog4j2.configurationFile={log4j2_config()}",
+            "-cp", f"{libs}/*", main, *args,
+        ]
+
+    def _start_kafka(self) -> subprocess.Popen:
+        props = self._kafka_properties()
+        if not (self.home / "kafka-data" / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            result = subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                           "-c", str(props), "--standalone"),
+                capture_output=True, text=True,
+            )
+            if result.returncode != 0:
+                raise RuntimeError("formatting Kafka storage failed: " + result.stderr[-800:])
+        return self._spawn("kafka", self._java("kafka.Kafka", str(props)))
+
+    def _start_pubsub(self) -> subprocess.Popen:
+        binary = fetch.pstest_binary()
+        return self._spawn("pubsub", [str(binary), "-port", str(self.ports()["pubsub"])])
+
+    def _start_s3(self) -> subprocess.Popen:
+        return self._spawn(
+            "s3", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.ports()["s3"])]
+        )
+
+    # --- readiness ---------------------------------------------------------------------------
+    def _wait(self, name: str, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._alive(name) is None:
+                raise RuntimeError(f"{name} exited during start; last log lines:\n{self._log_tail(name)}")
+            if ready():
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"{name} not ready after {READY_TIMEOUT_S}s; last log lines:\n{self._log_tail(name)}")
+
+    def _log_tail(self, name: str, lines: int = 15) -> str:
+        path = self.home / "logs" / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def _kafka_ready(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        if not _port_open(self.ports()["kafka"]):
+            return False
+        admin = AdminClient({"bootstrap.servers": self.env()["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 0})
+        try:
+            return len(admin.list_topics(timeout=2).brokers) > 0
+        except Exception:
+            return False
+
+    def _pubsub_ready(self) -> bool:
+        return _port_open(self.ports()["pubsub"])
+
+    def _s3_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports()['s3']}/moto-api/", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False

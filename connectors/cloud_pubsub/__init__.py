@@ -1,0 +1,1 @@
+"""Cloud Pub/Sub clients shared by the sink and the source."""

@@ -1,0 +1,1 @@
+"""CloudPubSubSinkConnector: Kafka -> Cloud Pub/Sub."""

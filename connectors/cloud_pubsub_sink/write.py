@@ -1,0 +1,181 @@
+"""Executor side of the sink: convert and publish one Spark partition's records, wait for every ack.
+
+Runs inside Spark's Python workers via mapInArrow (classic and Spark Connect alike). It yields
+one summary row per Kafka partition only after Pub/Sub acknowledged every message, so the
+driver records offsets only for delivered data. Any unhandled failure fails the Spark task.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+from google.cloud.pubsub_v1.publisher.exceptions import PublishToPausedOrderingKeyException
+
+from connectors.cloud_pubsub.clients import PubSubConnection
+from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter, OutgoingMessage, RecordError
+from connectors.kafka.dead_letter import DeadLetterQueue
+from connectors.kafka.record import KafkaRecord
+
+log = logging.getLogger(__name__)
+
+SUMMARY_SCHEMA = (
+    "topic string, partition int, records long, published long, skipped long, "
+    "dead_lettered long, failed_dropped long, bytes long"
+)
+# Futures waited on before reading more: bounds executor memory whatever the batch size.
+MAX_PENDING_FUTURES = 5_000
+
+
+@dataclass(frozen=True)
+class SinkTask:
+    bridge_name: str
+    config: CloudPubSubSinkConfig
+    connection: PubSubConnection
+    kafka_client_config: dict[str, str]
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.records = self.published = self.skipped = self.dead_lettered = self.failed_dropped = self.bytes = 0
+
+
+def _publisher(task: SinkTask, single: bool = False):
+    from google.api_core import exceptions, retry
+    from google.cloud import pubsub_v1
+
+    cfg = task.config
+    batch = pubsub_v1.types.BatchSettings(
+        max_bytes=cfg.max_buffer_bytes,
+        max_latency=cfg.delay_ms / 1000,
+        max_messages=1 if single else cfg.max_buffer_size,
+    )
+    flow = pubsub_v1.types.PublishFlowControl()
+    if cfg.flow_control_enabled:
+        flow = pubsub_v1.types.PublishFlowControl(
+            message_limit=cfg.max_outstanding_messages or 2**63 - 1,
+            byte_limit=cfg.max_outstanding_request_bytes or 2**63 - 1,
+            limit_exceeded_behavior=pubsub_v1.types.LimitExceededBehavior.BLOCK,
+        )
+    transient = retry.if_exception_type(
+        exceptions.Aborted, exceptions.Cancelled, exceptions.DeadlineExceeded, exceptions.InternalServerError,
+        exceptions.ResourceExhausted, exceptions.ServiceUnavailable, exceptions.Unknown,
+    )
+    options = pubsub_v1.types.PublisherOptions(
+        enable_message_ordering=cfg.ordering_key_source != "none",
+        flow_control=flow,
+        retry=retry.Retry(predicate=transient, initial=0.1, maximum=60, multiplier=1.3,
+                          timeout=cfg.max_total_timeout_ms / 1000),
+        timeout=cfg.max_request_timeout_ms / 1000,
+    )
+    return task.connection.publisher(batch, options)
+
+
+def _records(batch: pa.RecordBatch) -> Iterator[KafkaRecord]:
+    columns = batch.to_pydict()
+    for i in range(batch.num_rows):
+        yield KafkaRecord(
+            topic=columns["topic"][i], partition=columns["partition"][i], offset=columns["offset"][i],
+            key=columns["key"][i], value=columns["value"][i],
+            timestamp_ms=columns["timestamp_ms"][i], timestamp_type=columns["timestampType"][i],
+            headers=[(h["key"], h["value"]) for h in (columns["headers"][i] or [])],
+        )
+
+
+def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    cfg = task.config
+    converter = CloudPubSubSinkConverter(cfg)
+    publisher = _publisher(task)
+    topic_path = publisher.topic_path(cfg.cps_project, cfg.cps_topic)
+    counts: dict[tuple[str, int], _Counts] = collections.defaultdict(_Counts)
+    pending: collections.deque = collections.deque()
+    dlq: DeadLetterQueue | None = None
+
+    def reject(record: KafkaRecord, stage: str, error: BaseException) -> None:
+        nonlocal dlq
+        if cfg.errors_tolerance == "none":
+            raise RecordError(f"{record.where}: {error}") from error
+        if cfg.errors_deadletterqueue_topic_name:
+            if dlq is None:
+                dlq = DeadLetterQueue(cfg.errors_deadletterqueue_topic_name, task.kafka_client_config,
+                                      task.bridge_name, cfg.errors_deadletterqueue_context_headers_enable)
+            dlq.send(record, stage, error)
+            counts[(record.topic, record.partition)].dead_lettered += 1
+        else:
+            log.warning("dropping %s: %s (errors.tolerance=all, no dead-letter topic)", record.where, error)
+            counts[(record.topic, record.partition)].failed_dropped += 1
+
+    def settle(record: KafkaRecord, message: OutgoingMessage, future) -> None:
+        from google.api_core import exceptions
+
+        try:
+            future.result()
+        except Exception as exc:
+            if message.ordering_key:
+                # The client pauses a key after a failure; the reference never resumes it.
+                publisher.resume_publish(topic_path, message.ordering_key)
+            if not isinstance(exc, (exceptions.InvalidArgument, exceptions.FailedPrecondition)):
+                raise RuntimeError(f"{record.where}: publish failed: {exc}") from exc
+            # A whole publish request fails for one bad message; give each message its own try.
+            alone = _publisher(task, single=True)
+            try:
+                alone.publish(topic_path, message.data, ordering_key=message.ordering_key,
+                              **message.attributes).result()
+            except (exceptions.InvalidArgument, exceptions.FailedPrecondition):
+                reject(record, "TASK_PUT", exc)
+                return
+            finally:
+                alone.stop()
+        counts[(record.topic, record.partition)].published += 1
+
+    try:
+        for batch in batches:
+            for record in _records(batch):
+                c = counts[(record.topic, record.partition)]
+                c.records += 1
+                c.bytes += len(record.value or b"") + len(record.key or b"")
+                try:
+                    message = converter.convert(record)
+                except RecordError as exc:
+                    reject(record, "VALUE_CONVERTER", exc)
+                    continue
+                if message is None:
+                    c.skipped += 1
+                    continue
+                try:
+                    future = publisher.publish(
+                        topic_path, message.data, ordering_key=message.ordering_key, **message.attributes
+                    )
+                except PublishToPausedOrderingKeyException:
+                    while pending:  # settle resumes the key once its failed message is handled
+                        settle(*pending.popleft())
+                    future = publisher.publish(
+                        topic_path, message.data, ordering_key=message.ordering_key, **message.attributes
+                    )
+                pending.append((record, message, future))
+                while len(pending) > MAX_PENDING_FUTURES:
+                    settle(*pending.popleft())
+        while pending:
+            settle(*pending.popleft())
+        if dlq is not None:
+            dlq.flush()
+    finally:
+        publisher.stop()
+
+    rows = [
+        {"topic": t, "partition": p, "records": c.records, "published": c.published, "skipped": c.skipped,
+         "dead_lettered": c.dead_lettered, "failed_dropped": c.failed_dropped, "bytes": c.bytes}
+        for (t, p), c in counts.items()
+    ]
+    yield pa.RecordBatch.from_pylist(rows, schema=_summary_arrow_schema())
+
+
+def _summary_arrow_schema() -> pa.Schema:
+    return pa.schema([
+        ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("published", pa.int64()),
+        ("skipped", pa.int64()), ("dead_lettered", pa.int64()), ("failed_dropped", pa.int64()), ("bytes", pa.int64()),
+    ])

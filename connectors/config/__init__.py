@@ -1,0 +1,1 @@
+"""Bridge configuration: connector keys as Kafka Connect names them, validated with pydantic."""

@@ -1,0 +1,187 @@
+"""The one config loader: `bridges.yaml` (or $BRIDGES_FILE) into validated Bridge objects.
+
+Each entry names a connector and gives its keys inline (`config:`) or as a Kafka Connect
+connector `.properties` file (`properties:`). Every problem in the file is reported at once,
+each line naming the bridge and the key; secret values never appear in a message.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import javaproperties
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from connectors.config.common import IGNORED_FRAMEWORK_KEYS, ConnectorConfig
+from connectors.registry import CONNECTOR_KINDS, ConnectorKind, kind_for
+
+DEFAULT_BRIDGES_FILE = "bridges.yaml"
+SECRET_KEYS = frozenset({"gcp.credentials.json"})
+_ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")  # Kafka Connect's EnvVarConfigProvider syntax
+
+
+class BridgeConfigError(ValueError):
+    """The bridges file has problems; the message lists each one."""
+
+
+class BatchSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Upper bound on records one run moves, over all partitions; the rest waits for the next run.
+    max_records: int = Field(100_000, ge=1)
+    # Where a bridge starts when no run has recorded offsets yet: the Kafka Connect consumer
+    # group's committed offsets (group `connect-<name>`) if it has any, else earliest.
+    initial_offsets: Literal["committed", "earliest", "latest"] = "committed"
+
+
+class SensorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = True
+    interval_seconds: int = Field(30, ge=1, le=86_400)
+
+
+class _BridgeEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    connector: str | None = None
+    config: dict[str, Any] | None = None
+    properties: str | None = None
+    batch: BatchSettings = BatchSettings()
+    sensor: SensorSettings = SensorSettings()
+
+
+@dataclass(frozen=True)
+class Bridge:
+    name: str
+    kind: ConnectorKind
+    config: ConnectorConfig
+    batch: BatchSettings
+    sensor: SensorSettings
+
+    @property
+    def connector(self) -> str:
+        return self.kind.name
+
+    @property
+    def consumer_group(self) -> str:
+        """The group Kafka Connect would use for this sink, so committed offsets carry over."""
+        return f"connect-{self.name}"
+
+
+def bridges_file_path() -> Path:
+    return Path(os.environ.get("BRIDGES_FILE", DEFAULT_BRIDGES_FILE)).resolve()
+
+
+def load_bridges(path: Path | str | None = None) -> list[Bridge]:
+    path = Path(path) if path else bridges_file_path()
+    if not path.exists():
+        raise BridgeConfigError(f"{path}: bridges file not found (set BRIDGES_FILE to another path)")
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise BridgeConfigError(f"{path}: not valid YAML: {exc}") from exc
+    entries = doc.get("bridges") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise BridgeConfigError(f"{path}: expected a top-level 'bridges:' list")
+
+    bridges, problems, seen = [], [], set()
+    for index, raw in enumerate(entries):
+        label = raw.get("name") if isinstance(raw, dict) and raw.get("name") else f"#{index + 1}"
+        try:
+            bridge = _load_entry(raw, path.parent)
+        except BridgeConfigError as exc:
+            problems.extend(f"bridge '{label}': {line}" for line in str(exc).splitlines())
+            continue
+        if bridge.name in seen:
+            problems.append(f"bridge '{bridge.name}': name used twice")
+        seen.add(bridge.name)
+        bridges.append(bridge)
+    if problems:
+        raise BridgeConfigError(f"{path}:\n  " + "\n  ".join(problems))
+    return bridges
+
+
+def _load_entry(raw: Any, base_dir: Path) -> Bridge:
+    if not isinstance(raw, dict):
+        raise BridgeConfigError("each entry must be a mapping with name, connector and config or properties")
+    try:
+        entry = _BridgeEntry.model_validate(raw)
+    except ValidationError as exc:
+        raise BridgeConfigError("\n".join(_describe(err, set()) for err in exc.errors())) from None
+    if (entry.config is None) == (entry.properties is None):
+        raise BridgeConfigError("give exactly one of 'config:' and 'properties:'")
+
+    keys: dict[str, Any]
+    if entry.properties is not None:
+        keys = _read_properties(base_dir / entry.properties)
+    else:
+        keys = {str(k): v for k, v in entry.config.items()}
+
+    name = entry.name or keys.get("name")
+    if not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)):
+        raise BridgeConfigError(
+            f"name {name!r} must be letters, digits and underscores (it becomes the asset key)"
+        )
+    connector = entry.connector or keys.get("connector.class")
+    if not connector:
+        raise BridgeConfigError("key 'connector': missing (or 'connector.class' in the properties file)")
+    kind = kind_for(str(connector))
+    if kind is None:
+        raise BridgeConfigError(
+            f"key 'connector': unknown connector {connector!r}; known: {', '.join(CONNECTOR_KINDS)}"
+        )
+    if entry.connector and keys.get("connector.class") and kind_for(keys["connector.class"]) != kind:
+        raise BridgeConfigError(
+            f"key 'connector': {entry.connector} disagrees with connector.class={keys['connector.class']}"
+        )
+    if kind.config_model is None:
+        raise BridgeConfigError(f"key 'connector': {kind.name} is not implemented yet")
+
+    keys = {k: _resolve_env(k, v) for k, v in keys.items() if k not in IGNORED_FRAMEWORK_KEYS}
+    try:
+        config = kind.config_model.model_validate(keys)
+    except ValidationError as exc:
+        known = set(kind.config_model.known_keys())
+        raise BridgeConfigError("\n".join(_describe(err, known) for err in exc.errors())) from None
+    return Bridge(str(name), kind, config, entry.batch, entry.sensor)
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return javaproperties.load(fh)
+    except OSError as exc:
+        raise BridgeConfigError(f"key 'properties': cannot read {path}: {exc.strerror}") from None
+
+
+def _resolve_env(key: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match) -> str:
+        var = match.group(1)
+        if var not in os.environ:
+            raise BridgeConfigError(f"key '{key}': environment variable {var} is not set")
+        return os.environ[var]
+
+    return _ENV_REFERENCE.sub(substitute, value)
+
+
+def _describe(err: dict, known: set[str]) -> str:
+    key = ".".join(str(part) for part in err["loc"]) if err["loc"] else None
+    if err["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return f"key '{key}': unknown key{hint}"
+    if err["type"] == "missing":
+        return f"key '{key}': required, not set"
+    message = err["msg"].removeprefix("Value error, ")
+    if key is None:
+        return message
+    shown = "" if key in SECRET_KEYS or isinstance(err.get("input"), (dict, list)) else f" (got {err.get('input')!r})"
+    return f"key '{key}': {message}{shown}"

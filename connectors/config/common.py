@@ -1,0 +1,96 @@
+"""Keys every connector shares: Kafka Connect framework keys, converters, GCP credentials, errors."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from connectors.kafka_connect.converters import BYTE_ARRAY_CONVERTER, KNOWN_CONVERTERS, converter_for
+
+# Kafka Connect framework keys that a connector .properties file may carry and that change nothing
+# here (one Spark task per partition replaces tasks.max; there is no per-record retry loop to tune).
+IGNORED_FRAMEWORK_KEYS = frozenset({
+    "name", "connector.class", "tasks.max", "errors.retry.timeout", "errors.retry.delay.max.ms",
+    "errors.log.enable", "errors.log.include.messages", "errors.deadletterqueue.topic.replication.factor",
+    "header.converter",
+})
+
+
+class ConnectorConfig(BaseModel):
+    """Base of every connector's config: strict about unknown keys, immutable, keys by alias."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+
+    @classmethod
+    def known_keys(cls) -> list[str]:
+        return [f.alias or name for name, f in cls.model_fields.items()]
+
+
+class GcpCredentialsKeys(BaseModel):
+    gcp_credentials_file_path: str | None = Field(None, alias="gcp.credentials.file.path")
+    gcp_credentials_json: SecretStr | None = Field(None, alias="gcp.credentials.json")
+
+
+ConverterClass = Literal[
+    "org.apache.kafka.connect.storage.StringConverter",
+    "org.apache.kafka.connect.converters.ByteArrayConverter",
+    "org.apache.kafka.connect.json.JsonConverter",
+]
+assert set(ConverterClass.__args__) == set(KNOWN_CONVERTERS)
+
+
+class ConverterKeys(BaseModel):
+    """Kafka Connect's converter keys. Without a worker config to inherit from, bytes pass through."""
+
+    key_converter: ConverterClass = Field(BYTE_ARRAY_CONVERTER, alias="key.converter")
+    value_converter: ConverterClass = Field(BYTE_ARRAY_CONVERTER, alias="value.converter")
+    key_converter_schemas_enable: bool = Field(True, alias="key.converter.schemas.enable")
+    value_converter_schemas_enable: bool = Field(True, alias="value.converter.schemas.enable")
+
+    def key_converter_instance(self):
+        return converter_for(self.key_converter, self.key_converter_schemas_enable)
+
+    def value_converter_instance(self):
+        return converter_for(self.value_converter, self.value_converter_schemas_enable)
+
+
+class ErrorHandlingKeys(BaseModel):
+    """Kafka Connect's error-handling keys (KIP-298)."""
+
+    errors_tolerance: Literal["none", "all"] = Field("none", alias="errors.tolerance")
+    errors_deadletterqueue_topic_name: str | None = Field(None, alias="errors.deadletterqueue.topic.name")
+    errors_deadletterqueue_context_headers_enable: bool = Field(
+        False, alias="errors.deadletterqueue.context.headers.enable"
+    )
+
+    @model_validator(mode="after")
+    def _dlq_needs_tolerance(self):
+        if self.errors_deadletterqueue_topic_name and self.errors_tolerance != "all":
+            raise ValueError(
+                "errors.deadletterqueue.topic.name needs errors.tolerance=all "
+                "(with 'none' the first bad record stops the batch)"
+            )
+        return self
+
+
+class KafkaTopicsKeys(BaseModel):
+    """Source topics of a sink connector: `topics` (comma list) or `topics.regex`, exactly one."""
+
+    topics: str | None = Field(None, alias="topics")
+    topics_regex: str | None = Field(None, alias="topics.regex")
+
+    @model_validator(mode="after")
+    def _one_topic_selector(self):
+        if bool(self.topics) == bool(self.topics_regex):
+            raise ValueError("set exactly one of 'topics' and 'topics.regex'")
+        if self.topics_regex:
+            try:
+                re.compile(self.topics_regex)
+            except re.error as exc:
+                raise ValueError(f"topics.regex is not a valid regular expression: {exc}") from exc
+        return self
+
+    def topic_list(self) -> list[str]:
+        return [t.strip() for t in (self.topics or "").split(",") if t.strip()]

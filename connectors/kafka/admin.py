@@ -1,0 +1,171 @@
+"""The one Kafka admin helper: topic discovery, watermarks, committed group offsets, batch plans.
+
+Only metadata calls live here, so sensors can use it within their time budget; nothing consumes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from connectors.kafka.connection import KafkaConnection
+
+# {topic: {partition: offset}}; JSON-friendly (partition keys become strings in metadata).
+Offsets = dict[str, dict[int, int]]
+ADMIN_TIMEOUT_S = 15
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    topic: str
+    partition: int
+    start: int  # first offset to read
+    end: int  # first offset not to read
+
+    @property
+    def count(self) -> int:
+        return self.end - self.start
+
+
+@dataclass
+class BatchPlan:
+    """What one run reads: a [start, end) range per partition, and where every partition stands after."""
+
+    ranges: list[PartitionRange]
+    next_offsets: Offsets  # offsets to record once the batch is delivered (all partitions)
+    end_offsets: Offsets  # high watermarks seen when planning
+    skipped_by_retention: dict[str, int] = field(default_factory=dict)  # "topic-partition" -> records lost
+
+    @property
+    def total_records(self) -> int:
+        return sum(r.count for r in self.ranges)
+
+    def lag_after(self) -> int:
+        return sum(
+            self.end_offsets[t][p] - self.next_offsets[t][p] for t in self.end_offsets for p in self.end_offsets[t]
+        )
+
+
+class KafkaAdmin:
+    def __init__(self, connection: KafkaConnection):
+        self.connection = connection
+        self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3})
+
+    # --- topics ------------------------------------------------------------------------------
+    def partitions(self, topics: list[str] | None = None, topics_regex: str | None = None) -> dict[str, list[int]]:
+        """Partitions of the named topics, or of every topic matching the regex (whole-name match)."""
+        metadata = self._admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+        if topics_regex is not None:
+            pattern = re.compile(topics_regex)
+            names = [t for t in metadata.topics if pattern.fullmatch(t) and not t.startswith("__")]
+        else:
+            names = list(topics or [])
+        found = {}
+        for name in names:
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not None:
+                continue  # a named topic that does not exist yet has nothing to read
+            found[name] = sorted(topic.partitions)
+        return found
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> bool:
+        """Create a topic; False when it already exists."""
+        future = self._admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+        )[name]
+        try:
+            future.result(ADMIN_TIMEOUT_S)
+            return True
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
+                return False
+            raise
+
+    # --- offsets -----------------------------------------------------------------------------
+    def _list_offsets(self, partitions: dict[str, list[int]], spec: OffsetSpec) -> Offsets:
+        request = {TopicPartition(t, p): spec for t, ps in partitions.items() for p in ps}
+        result: Offsets = {t: {} for t in partitions}
+        if not request:
+            return result
+        for tp, future in self._admin.list_offsets(request, request_timeout=ADMIN_TIMEOUT_S).items():
+            result[tp.topic][tp.partition] = future.result().offset
+        return result
+
+    def end_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
+        return self._list_offsets(partitions, OffsetSpec.latest())
+
+    def start_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
+        return self._list_offsets(partitions, OffsetSpec.earliest())
+
+    def committed_offsets(self, group: str, partitions: dict[str, list[int]]) -> Offsets:
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
+        )
+        result: Offsets = {}
+        future = self._admin.list_consumer_group_offsets([request], request_timeout=ADMIN_TIMEOUT_S)[group]
+        for tp in future.result().topic_partitions:
+            if tp.offset >= 0:
+                result.setdefault(tp.topic, {})[tp.partition] = tp.offset
+        return result
+
+    # --- planning ----------------------------------------------------------------------------
+    def plan_batch(
+        self,
+        partitions: dict[str, list[int]],
+        recorded: Offsets,
+        max_records: int,
+        initial: str = "committed",
+        group: str | None = None,
+    ) -> BatchPlan:
+        """Offset ranges for one run: from the recorded offsets to the end offsets seen now,
+        at most `max_records` in all, shared fairly between partitions that have records."""
+        ends = self.end_offsets(partitions)
+        earliest = self.start_offsets(partitions)
+        needs_initial = {t: [p for p in ps if p not in recorded.get(t, {})] for t, ps in partitions.items()}
+        committed: Offsets = {}
+        if initial == "committed" and group and any(needs_initial.values()):
+            committed = self.committed_offsets(group, {t: ps for t, ps in needs_initial.items() if ps})
+
+        starts: Offsets = {}
+        skipped: dict[str, int] = {}
+        for topic, ps in partitions.items():
+            for p in ps:
+                if p in recorded.get(topic, {}):
+                    start = recorded[topic][p]
+                elif p in committed.get(topic, {}):
+                    start = committed[topic][p]
+                elif initial == "latest":
+                    start = ends[topic][p]
+                else:
+                    start = earliest[topic][p]
+                if start < earliest[topic][p]:
+                    # Retention deleted records before the bridge read them; say so, do not stall.
+                    skipped[f"{topic}-{p}"] = earliest[topic][p] - start
+                    start = earliest[topic][p]
+                starts.setdefault(topic, {})[p] = min(start, ends[topic][p])
+
+        budgets = _share_budget(
+            {(t, p): ends[t][p] - starts[t][p] for t in starts for p in starts[t]}, max_records
+        )
+        ranges = [
+            PartitionRange(t, p, starts[t][p], starts[t][p] + n) for (t, p), n in sorted(budgets.items()) if n > 0
+        ]
+        next_offsets: Offsets = {t: dict(ps) for t, ps in starts.items()}
+        for r in ranges:
+            next_offsets[r.topic][r.partition] = r.end
+        return BatchPlan(ranges, next_offsets, ends, skipped)
+
+
+def _share_budget(lags: dict[tuple[str, int], int], budget: int) -> dict[tuple[str, int], int]:
+    """Water-filling: each partition gets an equal share; what small partitions leave goes to the rest."""
+    shares = {tp: 0 for tp in lags}
+    pending = sorted((lag, tp) for tp, lag in lags.items() if lag > 0)
+    while pending and budget > 0:
+        fair = max(budget // len(pending), 1)
+        lag, tp = pending.pop(0)
+        shares[tp] = min(lag, fair)
+        budget -= shares[tp]
+    return shares

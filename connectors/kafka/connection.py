@@ -1,0 +1,44 @@
+"""How to reach a Kafka cluster, rendered for both client families the bridge uses:
+librdkafka (confluent-kafka: admin, producers) and the Java client inside Spark's Kafka source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+@dataclass(frozen=True)
+class KafkaConnection:
+    bootstrap_servers: str
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+
+    def __repr__(self) -> str:  # never print the password
+        return f"KafkaConnection(bootstrap_servers={self.bootstrap_servers!r}, security_protocol={self.security_protocol!r})"
+
+    def librdkafka_config(self) -> dict[str, str]:
+        config = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            config.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username or "",
+                           "sasl.password": self.sasl_password or ""})
+        return config
+
+    def java_client_options(self) -> dict[str, str]:
+        """Options for Spark's Kafka source, without the `kafka.` prefix and without bootstrap servers."""
+        options = {"security.protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            user = (self.sasl_username or "").replace('"', '\\"')
+            password = (self.sasl_password or "").replace('"', '\\"')
+            options["sasl.mechanism"] = self.sasl_mechanism
+            options["sasl.jaas.config"] = (
+                f'{_JAAS_MODULES[self.sasl_mechanism]} required username="{user}" password="{password}";'
+            )
+        return options

@@ -1,0 +1,37 @@
+"""The connector kinds a bridge can name, by the reference connector's class names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.config.common import ConnectorConfig
+
+
+@dataclass(frozen=True)
+class ConnectorKind:
+    name: str
+    java_class: str
+    config_model: type[ConnectorConfig] | None  # None: named in the product, not built yet
+    kinds: tuple[str, ...]  # Dagster kind tags shown in the UI
+
+
+CONNECTOR_KINDS = {
+    kind.name: kind
+    for kind in (
+        ConnectorKind("CloudPubSubSinkConnector", "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
+                      CloudPubSubSinkConfig, ("kafka", "pubsub", "spark")),
+        ConnectorKind("CloudPubSubSourceConnector", "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
+                      None, ("pubsub", "kafka", "spark")),
+        ConnectorKind("PubSubLiteSinkConnector", "com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
+                      None, ("kafka", "pubsub", "spark")),
+        ConnectorKind("PubSubLiteSourceConnector", "com.google.pubsublite.kafka.source.PubSubLiteSourceConnector",
+                      None, ("pubsub", "kafka", "spark")),
+    )
+}
+
+
+def kind_for(name_or_class: str) -> ConnectorKind | None:
+    """Accept the short name or the Java class name a .properties file carries."""
+    short = name_or_class.rsplit(".", 1)[-1]
+    return CONNECTOR_KINDS.get(short)
