@@ -188,6 +188,8 @@ class LocalStack:
             f"log.dirs={data_dir}",
             "num.partitions=1",
             "offsets.topic.replication.factor=1",
+            # 50 partitions (the default) make a fresh single broker slow to serve group offsets.
+            "offsets.topic.num.partitions=4",
             "transaction.state.log.replication.factor=1",
             "transaction.state.log.min.isr=1",
             "share.coordinator.state.topic.replication.factor=1",

@@ -8,14 +8,34 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from google.api_core.retry import Retry
 
 from connectors.kafka.connection import KafkaConnection
 
 # {topic: {partition: offset}}; JSON-friendly (partition keys become strings in metadata).
 Offsets = dict[str, dict[int, int]]
 ADMIN_TIMEOUT_S = 15
+
+
+_TRANSIENT_CODES = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+})
+
+
+def _retriable(exc: BaseException) -> bool:
+    # librdkafka marks NOT_LEADER_FOR_PARTITION (seen right after a topic is created or a
+    # leader moves) as not retriable; it clears within moments.
+    if not isinstance(exc, KafkaException):
+        return False
+    error = exc.args[0]
+    return error.retriable() or error.code() in _TRANSIENT_CODES
+
+
+_retry_metadata = Retry(predicate=_retriable, initial=0.1, maximum=2.0, multiplier=2, timeout=2 * ADMIN_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
@@ -85,6 +105,7 @@ class KafkaAdmin:
             raise
 
     # --- offsets -----------------------------------------------------------------------------
+    @_retry_metadata
     def _list_offsets(self, partitions: dict[str, list[int]], spec: OffsetSpec) -> Offsets:
         request = {TopicPartition(t, p): spec for t, ps in partitions.items() for p in ps}
         result: Offsets = {t: {} for t in partitions}
@@ -100,16 +121,25 @@ class KafkaAdmin:
     def start_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
         return self._list_offsets(partitions, OffsetSpec.earliest())
 
+    @_retry_metadata
     def committed_offsets(self, group: str, partitions: dict[str, list[int]]) -> Offsets:
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
-        )
-        result: Offsets = {}
-        future = self._admin.list_consumer_group_offsets([request], request_timeout=ADMIN_TIMEOUT_S)[group]
-        for tp in future.result().topic_partitions:
-            if tp.offset >= 0:
-                result.setdefault(tp.topic, {})[tp.partition] = tp.offset
-        return result
+        """The group's committed offsets. A consumer that never subscribes asks for them: the admin
+        API's ListConsumerGroupOffsets crashes librdkafka 2.16 (SIGSEGV in rd_kafka_cgrp_op) while
+        the group coordinator is still loading, as on a fresh cluster."""
+        consumer = Consumer({
+            **self.connection.librdkafka_config(), "group.id": group, "enable.auto.commit": False, "log_level": 3,
+        })
+        try:
+            requested = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
+            result: Offsets = {}
+            for tp in consumer.committed(requested, timeout=ADMIN_TIMEOUT_S):
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+                if tp.offset >= 0:
+                    result.setdefault(tp.topic, {})[tp.partition] = tp.offset
+            return result
+        finally:
+            consumer.close()
 
     # --- planning ----------------------------------------------------------------------------
     def plan_batch(

@@ -1,0 +1,21 @@
+"""The code location: every bridge in bridges.yaml as an asset, with its job and its sensor."""
+
+from __future__ import annotations
+
+from dagster import Definitions
+
+from bridge_assets.factory import build_bridge_asset
+from connectors.config.bridges_file import load_bridges
+from jobs import build_bridge_job, job_name
+from resources import default_resources
+from sensors import build_kafka_lag_sensor
+
+
+def build_definitions(bridges_file: str | None = None) -> Definitions:
+    bridges = load_bridges(bridges_file)
+    return Definitions(
+        assets=[build_bridge_asset(b) for b in bridges],
+        jobs=[build_bridge_job(b) for b in bridges],
+        sensors=[build_kafka_lag_sensor(b, job_name(b)) for b in bridges],
+        resources=default_resources(),
+    )

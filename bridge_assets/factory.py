@@ -1,0 +1,62 @@
+"""One software-defined asset per bridge."""
+
+
+from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
+
+from bridge_assets.recorded_offsets import kafka_offsets_metadata, recorded_kafka_offsets
+from connectors.cloud_pubsub_sink.batch import SinkBatchResult
+from connectors.config.bridges_file import Bridge
+from resources.connectors import CloudPubSubSinkResource
+
+
+def build_bridge_asset(bridge: Bridge) -> AssetsDefinition:
+    builders = {"CloudPubSubSinkConnector": _cloud_pubsub_sink_asset}
+    return builders[bridge.connector](bridge)
+
+
+def _describe(bridge: Bridge) -> str:
+    cfg = bridge.config
+    source = getattr(cfg, "topics", None) or f"/{getattr(cfg, 'topics_regex', '')}/"
+    target = f"projects/{getattr(cfg, 'cps_project', '?')}/topics/{getattr(cfg, 'cps_topic', '?')}"
+    return f"{bridge.connector}: Kafka {source} -> Pub/Sub {target}. One run moves one micro-batch."
+
+
+def _cloud_pubsub_sink_asset(bridge: Bridge) -> AssetsDefinition:
+    @asset(
+        name=bridge.name,
+        group_name=bridge.connector,
+        kinds=set(bridge.kind.kinds),
+        description=_describe(bridge),
+        tags={"connector": bridge.connector},
+        op_tags={"bridge": bridge.name},
+    )
+    def _bridge(context: AssetExecutionContext, cloud_pubsub_sink: CloudPubSubSinkResource) -> MaterializeResult:
+        recorded = recorded_kafka_offsets(context.instance, context.asset_key)
+        result = cloud_pubsub_sink.run_batch(bridge, recorded)
+        context.log.info(
+            f"{result.totals['records']} records read, {result.totals['published']} published in "
+            f"{result.duration_s:.1f}s; {result.plan.lag_after()} left for the next run"
+        )
+        return MaterializeResult(metadata=sink_metadata(result))
+
+    return _bridge
+
+
+def sink_metadata(result: SinkBatchResult) -> dict:
+    t = result.totals
+    metadata = {
+        "kafka_offsets": kafka_offsets_metadata(result.next_offsets),
+        "records_read": MetadataValue.int(t["records"]),
+        "records_published": MetadataValue.int(t["published"]),
+        "records_skipped": MetadataValue.int(t["skipped"]),
+        "records_dead_lettered": MetadataValue.int(t["dead_lettered"]),
+        "records_dropped": MetadataValue.int(t["failed_dropped"]),
+        "bytes_read": MetadataValue.int(t["bytes"]),
+        "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
+        "records_per_second": MetadataValue.float(round(result.records_per_second, 1)),
+        "lag_remaining": MetadataValue.int(result.plan.lag_after()),
+        "partitions": MetadataValue.json(result.per_partition),
+    }
+    if result.plan.skipped_by_retention:
+        metadata["records_lost_to_retention"] = MetadataValue.json(result.plan.skipped_by_retention)
+    return metadata

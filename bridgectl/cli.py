@@ -1,0 +1,118 @@
+"""`bridgectl`: the local stack, the demo, and the one-command local product."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from bridgectl.fetch import MissingToolError
+from bridgectl.local_stack import LocalStack
+from bridgectl.paths import PROJECT_ROOT
+
+console = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    sys.exit(1)
+
+
+@click.group()
+def main() -> None:
+    """Kafka <-> Pub/Sub bridges as Dagster assets: local stack and demo."""
+
+
+@main.group()
+def local() -> None:
+    """The local servers: Kafka (KRaft), the Pub/Sub emulator (pstest) and moto (S3)."""
+
+
+@local.command()
+def up() -> None:
+    """Start the servers in the background (idempotent) and wait until each is ready."""
+    try:
+        LocalStack().up(log=lambda line: console.print(line))
+    except (MissingToolError, RuntimeError) as exc:
+        _fail(str(exc))
+    console.print('Point a shell at it with: eval "$(bridgectl local env)"')
+
+
+@local.command()
+def down() -> None:
+    """Stop exactly the servers `up` started; their data stays for the next `up`."""
+    LocalStack().down(log=lambda line: console.print(line))
+
+
+@local.command()
+def status() -> None:
+    """What runs where."""
+    stack = LocalStack()
+    table = Table("service", "address", "pid", "state")
+    for s in stack.status():
+        table.add_row(s.name, s.address, str(s.pid or "-"), "[green]running[/green]" if s.running else "stopped")
+    Console().print(table)
+    Console().print(f"state and logs: {stack.home}")
+
+
+@local.command()
+def env() -> None:
+    """Print `export` lines for the stack: eval "$(bridgectl local env)"."""
+    for name, value in LocalStack().env().items():
+        click.echo(f"export {name}={shlex.quote(value)}")
+
+
+def prepare_dagster_home(dagster_home: str) -> None:
+    """Dagster reads its instance settings from $DAGSTER_HOME/dagster.yaml; keep it the repo's."""
+    os.makedirs(dagster_home, exist_ok=True)
+    shutil.copyfile(PROJECT_ROOT / "dagster.yaml", os.path.join(dagster_home, "dagster.yaml"))
+
+
+@main.command()
+@click.option("--port", default=3000, show_default=True, help="Dagster UI port")
+@click.option("--rate", default=20, show_default=True, help="demo records per second per topic")
+def dev(port: int, rate: int) -> None:
+    """Run the product locally: servers, demo topics and traffic, then `dagster dev` (Ctrl-C stops all)."""
+    from bridgectl.demo import TrafficGenerator, create_demo_resources
+
+    stack = LocalStack()
+    was_running = {s.name for s in stack.status() if s.running}
+    try:
+        stack.up(log=lambda line: console.print(line))
+    except (MissingToolError, RuntimeError) as exc:
+        _fail(str(exc))
+    env_vars = stack.env()
+    os.environ.update(env_vars)
+    prepare_dagster_home(env_vars["DAGSTER_HOME"])
+    for item in create_demo_resources(env_vars["KAFKA_BOOTSTRAP_SERVERS"]):
+        console.print(f"created {item}")
+    traffic = TrafficGenerator(env_vars["KAFKA_BOOTSTRAP_SERVERS"], rate)
+    traffic.start()
+    console.print(f"demo traffic: {rate} records/s to each demo topic")
+    console.print(f"[bold]Dagster UI: http://127.0.0.1:{port}[/bold]  (Ctrl-C to stop)")
+
+    dagster = shutil.which("dagster", path=os.path.dirname(sys.executable)) or "dagster"
+    # dagster dev stays in our process group, so a terminal's Ctrl-C reaches it directly;
+    # SIGTERM sent to us is passed on, and we wait for it to stop its own children.
+    proc = subprocess.Popen(
+        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)], cwd=PROJECT_ROOT
+    )
+    signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    signal.signal(signal.SIGINT, lambda *_: proc.send_signal(signal.SIGINT))
+    code = proc.wait()
+    traffic.stop()
+    console.print(f"demo traffic stopped after {traffic.produced} records")
+    if not was_running:
+        stack.down(log=lambda line: console.print(line))
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Demo topics, subscriptions and a small traffic generator for the demo bridges in bridges.yaml."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+from confluent_kafka import Producer
+
+from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.connection import KafkaConnection
+
+PROJECT = "local-project"
+KAFKA_TOPICS = {"demo.orders": 3, "demo.clicks": 2}
+PUBSUB_TOPICS = {"demo-orders": "demo-orders-sub", "demo-clicks": "demo-clicks-sub"}
+_CLICK_SCHEMA = {
+    "type": "struct", "optional": False,
+    "fields": [
+        {"field": "page", "type": "string", "optional": False},
+        {"field": "user", "type": "string", "optional": False},
+        {"field": "dwell_ms", "type": "int64", "optional": True},
+    ],
+}
+
+
+def create_demo_resources(bootstrap_servers: str) -> list[str]:
+    """Create what the demo bridges read and write; existing ones are kept. Returns what was created."""
+    from google.api_core.exceptions import AlreadyExists
+    from google.cloud import pubsub_v1
+
+    created = []
+    admin = KafkaAdmin(KafkaConnection(bootstrap_servers))
+    for topic, partitions in KAFKA_TOPICS.items():
+        if admin.create_topic(topic, partitions):
+            created.append(f"kafka topic {topic}")
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    for topic, subscription in PUBSUB_TOPICS.items():
+        topic_path = publisher.topic_path(PROJECT, topic)
+        try:
+            publisher.create_topic(name=topic_path)
+            created.append(f"pubsub topic {topic}")
+        except AlreadyExists:
+            pass
+        try:
+            subscriber.create_subscription(name=subscriber.subscription_path(PROJECT, subscription), topic=topic_path)
+            created.append(f"pubsub subscription {subscription}")
+        except AlreadyExists:
+            pass
+    return created
+
+
+class TrafficGenerator(threading.Thread):
+    """Produces demo orders (text) and clicks (Kafka Connect JSON with schema) at a steady rate."""
+
+    def __init__(self, bootstrap_servers: str, records_per_second: int = 20):
+        super().__init__(name="demo-traffic", daemon=True)
+        self._producer = Producer({"bootstrap.servers": bootstrap_servers, "log_level": 3})
+        self._rate = records_per_second
+        self._stop = threading.Event()
+        self.produced = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join(timeout=5)
+
+    def run(self) -> None:
+        rng = random.Random(7)
+        order_id = 0
+        while not self._stop.is_set():
+            for _ in range(self._rate):
+                order_id += 1
+                customer = f"customer-{rng.randint(1, 50)}"
+                self._producer.produce(
+                    "demo.orders", key=customer,
+                    value=f"order {order_id}: {rng.randint(1, 5)} x item-{rng.randint(1, 200)}",
+                )
+                click = {"page": f"/products/{rng.randint(1, 200)}", "user": customer,
+                         "dwell_ms": rng.randint(100, 30_000)}
+                self._producer.produce(
+                    "demo.clicks", key=customer,
+                    value=json.dumps({"schema": _CLICK_SCHEMA, "payload": click}),
+                    headers=[("source", b"demo-traffic")],
+                )
+                self.produced += 2
+            self._producer.poll(0)
+            self._stop.wait(1.0)
+        self._producer.flush(10)

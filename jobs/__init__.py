@@ -1,0 +1,22 @@
+"""One job per bridge; its `bridge` tag lets dagster.yaml allow one run per bridge at a time."""
+
+from __future__ import annotations
+
+from dagster import AssetSelection, define_asset_job, in_process_executor
+
+from connectors.config.bridges_file import Bridge
+
+
+def job_name(bridge: Bridge) -> str:
+    return f"{bridge.name}_job"
+
+
+def build_bridge_job(bridge: Bridge):
+    return define_asset_job(
+        name=job_name(bridge),
+        selection=AssetSelection.assets(bridge.name),
+        tags={"bridge": bridge.name},
+        # One step: a subprocess per step would pay Spark's start-up twice.
+        executor_def=in_process_executor,
+        description=f"Move one micro-batch for bridge {bridge.name}",
+    )

@@ -1,0 +1,28 @@
+"""One resource per connector: it joins the shared resources to the connector's batch function."""
+
+
+from dagster import ConfigurableResource, ResourceDependency
+
+from connectors.cloud_pubsub_sink.batch import SinkBatchResult, run_sink_batch
+from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.config.bridges_file import Bridge
+from connectors.kafka.admin import Offsets
+from resources.kafka import KafkaResource
+from resources.pubsub import PubSubResource
+from resources.spark import SparkResource
+
+
+class CloudPubSubSinkResource(ConfigurableResource):
+    kafka: ResourceDependency[KafkaResource]
+    pubsub: ResourceDependency[PubSubResource]
+    spark: ResourceDependency[SparkResource]
+
+    def run_batch(self, bridge: Bridge, recorded: Offsets) -> SinkBatchResult:
+        config = bridge.config
+        assert isinstance(config, CloudPubSubSinkConfig)
+        secret = config.gcp_credentials_json.get_secret_value() if config.gcp_credentials_json else None
+        connection = self.pubsub.connection(config.cps_endpoint, secret, config.gcp_credentials_file_path)
+        return run_sink_batch(
+            self.spark.session(), bridge.name, config, connection, self.kafka.admin(), recorded,
+            bridge.batch, bridge.consumer_group,
+        )

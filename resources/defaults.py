@@ -1,0 +1,38 @@
+"""Resources wired from the environment: `eval "$(bridgectl local env)"` sets it for the local stack."""
+
+
+import os
+from typing import Any
+
+from dagster import EnvVar
+
+from resources.connectors import CloudPubSubSinkResource
+from resources.kafka import KafkaResource
+from resources.pubsub import PubSubResource
+from resources.spark import SparkResource
+
+
+def _optional_env(name: str) -> EnvVar | None:
+    # EnvVar keeps the value out of the UI, but fails when unset; optional settings stay None then.
+    return EnvVar(name) if os.environ.get(name) else None
+
+
+def default_resources() -> dict[str, Any]:
+    kafka = KafkaResource(
+        bootstrap_servers=EnvVar("KAFKA_BOOTSTRAP_SERVERS"),
+        security_protocol=os.environ.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT"),
+        sasl_mechanism=os.environ.get("KAFKA_SASL_MECHANISM"),
+        sasl_username=_optional_env("KAFKA_SASL_USERNAME"),
+        sasl_password=_optional_env("KAFKA_SASL_PASSWORD"),
+    )
+    pubsub = PubSubResource(
+        emulator_host=_optional_env("PUBSUB_EMULATOR_HOST"),
+        credentials_json=_optional_env("GCP_CREDENTIALS_JSON"),
+    )
+    spark = SparkResource(master=os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"))
+    return {
+        "kafka": kafka,
+        "pubsub": pubsub,
+        "spark": spark,
+        "cloud_pubsub_sink": CloudPubSubSinkResource(kafka=kafka, pubsub=pubsub, spark=spark),
+    }

@@ -1,0 +1,24 @@
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.connection import KafkaConnection
+
+
+class KafkaResource(ConfigurableResource):
+    """The Kafka cluster every bridge reads from or writes to."""
+
+    bootstrap_servers: str = Field(description="host:port list, e.g. from KAFKA_BOOTSTRAP_SERVERS")
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = Field(None, description="pass with EnvVar so it stays out of the UI")
+
+    def connection(self) -> KafkaConnection:
+        return KafkaConnection(
+            self.bootstrap_servers, self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password
+        )
+
+    def admin(self) -> KafkaAdmin:
+        return KafkaAdmin(self.connection())

@@ -1,0 +1,23 @@
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from connectors.cloud_pubsub.clients import PubSubConnection
+
+
+class PubSubResource(ConfigurableResource):
+    """Cloud Pub/Sub access shared by the bridges. A bridge's own gcp.credentials.* and cps.endpoint
+    keys win over these; with neither, application default credentials are used."""
+
+    emulator_host: str | None = Field(None, description="host:port of an emulator (PUBSUB_EMULATOR_HOST)")
+    credentials_json: str | None = Field(None, description="service account JSON; pass with EnvVar")
+    credentials_file: str | None = None
+
+    def connection(self, endpoint: str, credentials_json: str | None = None,
+                   credentials_file: str | None = None) -> PubSubConnection:
+        return PubSubConnection(
+            endpoint=endpoint,
+            emulator_host=self.emulator_host,
+            credentials_json=credentials_json or self.credentials_json,
+            credentials_file=credentials_file or self.credentials_file,
+        )

@@ -1,0 +1,52 @@
+"""One sensor per bridge. It only asks for offsets (cheap admin calls) and never consumes."""
+
+
+import hashlib
+import json
+
+from dagster import (
+    AssetKey, DagsterInstance, DagsterRunStatus, DefaultSensorStatus, RunRequest, RunsFilter,
+    SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
+)
+
+from bridge_assets.recorded_offsets import recorded_kafka_offsets
+from connectors.config.bridges_file import Bridge
+from resources.kafka import KafkaResource
+
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+
+
+def _latest_run_id(instance: DagsterInstance, job_name: str) -> "str | None":
+    records = instance.get_run_records(RunsFilter(job_name=job_name), limit=1)
+    return records[0].dagster_run.run_id if records else None
+
+
+def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+    @sensor(
+        name=f"{bridge.name}_lag_sensor",
+        job_name=job_name,
+        minimum_interval_seconds=bridge.sensor.interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING if bridge.sensor.enabled else DefaultSensorStatus.STOPPED,
+        description=f"Starts {job_name} when Kafka has records the bridge has not moved yet",
+    )
+    def _lag_sensor(context: SensorEvaluationContext, kafka: KafkaResource):
+        in_flight = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
+        if in_flight:
+            return SkipReason(f"run {in_flight[0].dagster_run.run_id[:8]} of this bridge is not finished")
+        config = bridge.config
+        admin = kafka.admin()
+        partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
+        recorded = recorded_kafka_offsets(context.instance, AssetKey(bridge.name))
+        plan = admin.plan_batch(partitions, recorded, 2**62, bridge.batch.initial_offsets, bridge.consumer_group)
+        if plan.total_records == 0:
+            return SkipReason("no new records")
+        # Same state, same key: a double evaluation cannot start two runs, while a finished
+        # (or failed) run changes the key so the backlog is tried again.
+        state = json.dumps([_latest_run_id(context.instance, job_name), plan.end_offsets], sort_keys=True, default=str)
+        return RunRequest(
+            run_key=hashlib.sha256(state.encode()).hexdigest()[:24],
+            tags={"bridge": bridge.name, "lag_at_request": str(plan.total_records)},
+        )
+
+    return _lag_sensor

@@ -1,0 +1,54 @@
+"""Small clients for tests: produce to Kafka, create and drain Pub/Sub subscriptions."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+from confluent_kafka import Producer
+from google.cloud import pubsub_v1
+
+from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.connection import KafkaConnection
+
+PROJECT = "test-project"
+
+
+def kafka_admin() -> KafkaAdmin:
+    return KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
+
+
+def produce(topic: str, records: list[tuple[bytes | str | None, bytes | str | None]], headers=None) -> None:
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, headers=headers)
+    assert producer.flush(30) == 0
+
+
+def create_pubsub_topic(topic: str) -> str:
+    """Create a topic with one subscription; return the subscription path."""
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    topic_path = publisher.topic_path(PROJECT, topic)
+    publisher.create_topic(name=topic_path)
+    subscription = subscriber.subscription_path(PROJECT, f"{topic}-sub")
+    subscriber.create_subscription(name=subscription, topic=topic_path)
+    return subscription
+
+
+def drain(subscription: str) -> list[pubsub_v1.types.PubsubMessage]:
+    """Pull and ack everything the subscription holds now."""
+    subscriber = pubsub_v1.SubscriberClient()
+    messages = []
+    while True:
+        response = subscriber.pull(subscription=subscription, max_messages=1000, timeout=10)
+        if not response.received_messages:
+            return messages
+        messages.extend(m.message for m in response.received_messages)
+        subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
+
+
+def write_bridges_file(directory: Path, body: str) -> Path:
+    path = directory / "bridges.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path

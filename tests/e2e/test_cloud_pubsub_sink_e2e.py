@@ -1,0 +1,128 @@
+"""Kafka -> Pub/Sub through the Dagster asset, against the real local Kafka and the pstest emulator."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sensor_context, materialize
+
+from bridge_assets.definitions import build_definitions
+from bridge_assets.recorded_offsets import recorded_kafka_offsets
+from resources import default_resources
+from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, write_bridges_file
+
+pytestmark = pytest.mark.e2e
+
+
+def _sink_bridges(tmp_path, name: str, topic: str, cps_topic: str, extra: str = "") -> str:
+    return str(write_bridges_file(tmp_path, f"""
+        bridges:
+          - name: {name}
+            connector: CloudPubSubSinkConnector
+            config:
+              topics: {topic}
+              cps.project: test-project
+              cps.topic: {cps_topic}
+              key.converter: org.apache.kafka.connect.storage.StringConverter
+              value.converter: org.apache.kafka.connect.storage.StringConverter
+        {extra}
+    """))
+
+
+def _materialize(defs, name: str, instance: DagsterInstance):
+    result = materialize([defs.get_assets_def(name)], resources=default_resources(), instance=instance)
+    assert result.success
+    return result.asset_materializations_for_node(name)[0].metadata
+
+
+def test_two_runs_move_every_record_once_and_resume(stack, spark, tmp_path, unique):
+    topic, cps_topic, name = f"orders-{unique}", f"orders-{unique}", f"sink_{unique}"
+    kafka_admin().create_topic(topic, partitions=3)
+    subscription = create_pubsub_topic(cps_topic)
+    defs = build_definitions(_sink_bridges(tmp_path, name, topic, cps_topic))
+    instance = DagsterInstance.ephemeral()
+
+    produce(topic, [(f"k{i % 5}", f"first-{i}") for i in range(300)])
+    metadata = _materialize(defs, name, instance)
+    first = drain(subscription)
+    assert sorted(m.data.decode() for m in first) == sorted(f"first-{i}" for i in range(300))
+    assert {m.attributes["key"] for m in first} == {f"k{i}" for i in range(5)}
+    assert metadata["records_published"].value == 300
+    recorded = recorded_kafka_offsets(instance, AssetKey(name))
+    assert sum(recorded[topic].values()) == 300 and sorted(recorded[topic]) == [0, 1, 2]
+
+    produce(topic, [(None, f"second-{i}") for i in range(120)])
+    metadata = _materialize(defs, name, instance)
+    second = drain(subscription)
+    assert sorted(m.data.decode() for m in second) == sorted(f"second-{i}" for i in range(120))
+    assert metadata["records_read"].value == 120
+    assert metadata["lag_remaining"].value == 0
+
+    # Nothing new: a run moves nothing and keeps the offsets.
+    metadata = _materialize(defs, name, instance)
+    assert drain(subscription) == []
+    assert sum(recorded_kafka_offsets(instance, AssetKey(name))[topic].values()) == 420
+
+
+def test_batch_bound_splits_a_backlog_across_runs(stack, spark, tmp_path, unique):
+    topic, name = f"backlog-{unique}", f"backlog_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    defs = build_definitions(_sink_bridges(tmp_path, name, topic, topic, extra="""
+            batch:
+              max_records: 150
+    """))
+    instance = DagsterInstance.ephemeral()
+    produce(topic, [(str(i), f"v{i}") for i in range(400)])
+
+    moved = []
+    for expected_lag in (250, 100, 0):
+        metadata = _materialize(defs, name, instance)
+        assert metadata["lag_remaining"].value == expected_lag
+        moved.extend(m.data.decode() for m in drain(subscription))
+    assert sorted(moved) == sorted(f"v{i}" for i in range(400))
+
+
+def test_sensor_requests_a_run_only_when_there_is_lag(stack, spark, tmp_path, unique):
+    topic, name = f"sensed-{unique}", f"sensed_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    create_pubsub_topic(topic)
+    defs = build_definitions(_sink_bridges(tmp_path, name, topic, topic))
+    sensor = defs.get_sensor_def(f"{name}_lag_sensor")
+    instance = DagsterInstance.ephemeral()
+    resources = default_resources()
+
+    def evaluate():
+        with build_sensor_context(instance=instance, resources=resources) as context:
+            return list(sensor(context)) if not isinstance(r := sensor(context), (RunRequest, SkipReason)) else [r]
+
+    assert isinstance(evaluate()[0], SkipReason)
+    produce(topic, [(None, "a"), (None, "b")])
+    request = evaluate()[0]
+    assert isinstance(request, RunRequest) and request.tags["lag_at_request"] == "2"
+    _materialize(defs, name, instance)
+    assert isinstance(evaluate()[0], SkipReason)
+
+
+def test_dagster_cli_materialize_moves_records_then_only_new_ones(stack, tmp_path, unique):
+    """The documented path: `dagster asset materialize -m bridge_assets --select <bridge>`."""
+    topic, name = f"cli-{unique}", f"cli_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    bridges = _sink_bridges(tmp_path, name, topic, topic)
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    env = {**os.environ, "BRIDGES_FILE": bridges, "DAGSTER_HOME": str(dagster_home)}
+    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
+    command = [dagster, "asset", "materialize", "-m", "bridge_assets", "--select", name]
+
+    produce(topic, [(None, f"a{i}") for i in range(50)])
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"a{i}" for i in range(50))
+
+    produce(topic, [(None, f"b{i}") for i in range(7)])
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"b{i}" for i in range(7))
