@@ -69,12 +69,6 @@ def env() -> None:
         click.echo(f"export {name}={shlex.quote(value)}")
 
 
-def prepare_dagster_home(dagster_home: str) -> None:
-    """Dagster reads its instance settings from $DAGSTER_HOME/dagster.yaml; keep it the repo's."""
-    os.makedirs(dagster_home, exist_ok=True)
-    shutil.copyfile(PROJECT_ROOT / "dagster.yaml", os.path.join(dagster_home, "dagster.yaml"))
-
-
 @main.command()
 @click.option("--port", default=3000, show_default=True, help="Dagster UI port")
 @click.option("--rate", default=20, show_default=True, help="demo records per second per topic")
@@ -90,7 +84,7 @@ def dev(port: int, rate: int) -> None:
         _fail(str(exc))
     env_vars = stack.env()
     os.environ.update(env_vars)
-    prepare_dagster_home(env_vars["DAGSTER_HOME"])
+    os.makedirs(env_vars["DAGSTER_HOME"], exist_ok=True)
     for item in create_demo_resources(env_vars["KAFKA_BOOTSTRAP_SERVERS"]):
         console.print(f"created {item}")
     traffic = TrafficGenerator(env_vars["KAFKA_BOOTSTRAP_SERVERS"], rate)

@@ -58,17 +58,17 @@ class TrafficGenerator(threading.Thread):
         super().__init__(name="demo-traffic", daemon=True)
         self._producer = Producer({"bootstrap.servers": bootstrap_servers, "log_level": 3})
         self._rate = records_per_second
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.produced = 0
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
 
     def run(self) -> None:
         rng = random.Random(7)
         order_id = 0
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             for _ in range(self._rate):
                 order_id += 1
                 customer = f"customer-{rng.randint(1, 50)}"
@@ -85,5 +85,5 @@ class TrafficGenerator(threading.Thread):
                 )
                 self.produced += 2
             self._producer.poll(0)
-            self._stop.wait(1.0)
+            self._halt.wait(1.0)
         self._producer.flush(10)

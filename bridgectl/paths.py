@@ -20,7 +20,7 @@ def default_stack_home() -> Path:
 
 
 def default_dagster_home() -> Path:
-    return Path(os.environ.get("DAGSTER_HOME", PROJECT_ROOT / ".local" / "dagster_home"))
+    return Path(os.environ.get("DAGSTER_HOME", PROJECT_ROOT / "dagster_home"))
 
 
 def log4j2_config() -> Path:

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory):
+def stack():
     """Kafka, the Pub/Sub emulator and moto on free loopback ports, for the whole session."""
     from bridgectl.local_stack import LocalStack
+    from bridgectl.paths import PROJECT_ROOT
 
-    home = Path(os.environ.get("BRIDGE_TEST_STACK_HOME") or tmp_path_factory.mktemp("stack"))
+    # A fixed folder, so servers left by a session that crashed are found and stopped here.
+    home = PROJECT_ROOT / ".local" / "test-stack"
+    LocalStack(home=home).down(log=lambda line: None)
+    shutil.rmtree(home, ignore_errors=True)
     local_stack = LocalStack(home=home, pick_free_ports=True)
     local_stack.up(log=lambda line: None)
     env = {k: v for k, v in local_stack.env().items() if k != "DAGSTER_HOME"}

@@ -47,7 +47,7 @@ class SensorSettings(BaseModel):
 
 class _BridgeEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    name: str | None = None
     connector: str | None = None
     config: dict[str, Any] | None = None
     properties: str | None = None

@@ -1,0 +1,27 @@
+import os
+import subprocess
+import sys
+
+import boto3
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_every_server_runs_and_answers(stack):
+    assert [(s.name, s.running) for s in stack.status()] == [("kafka", True), ("pubsub", True), ("s3", True)]
+    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    s3.create_bucket(Bucket="stack-check")
+    assert "stack-check" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+def test_up_is_idempotent_and_env_prints_exports(stack):
+    pids = [s.pid for s in stack.status()]
+    stack.up(log=lambda line: None)
+    assert [s.pid for s in stack.status()] == pids
+    env = {**os.environ, "BRIDGE_STACK_HOME": str(stack.home)}
+    out = subprocess.run([sys.executable, "-m", "bridgectl.cli", "local", "env"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert f"export KAFKA_BOOTSTRAP_SERVERS={os.environ['KAFKA_BOOTSTRAP_SERVERS']}" in out.splitlines()
+    assert f"export PUBSUB_EMULATOR_HOST={os.environ['PUBSUB_EMULATOR_HOST']}" in out.splitlines()
+    assert any(line.startswith("export DAGSTER_HOME=") for line in out.splitlines())

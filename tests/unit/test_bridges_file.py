@@ -1,0 +1,124 @@
+import textwrap
+
+import pytest
+
+from connectors.config.bridges_file import BridgeConfigError, load_bridges
+
+
+def write(tmp_path, body: str, name="bridges.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+SINK = """
+    bridges:
+      - name: orders
+        connector: CloudPubSubSinkConnector
+        config:
+          topics: a, b
+          cps.project: p
+          cps.topic: t
+"""
+
+
+def test_inline_config_gets_the_seed_defaults(tmp_path):
+    [bridge] = load_bridges(write(tmp_path, SINK))
+    cfg = bridge.config
+    assert bridge.name == "orders" and bridge.connector == "CloudPubSubSinkConnector"
+    assert cfg.topic_list() == ["a", "b"]
+    assert (cfg.max_buffer_size, cfg.max_buffer_bytes, cfg.delay_ms) == (100, 9_500_000, 100)
+    assert (cfg.max_request_timeout_ms, cfg.max_total_timeout_ms) == (10_000, 60_000)
+    assert cfg.cps_endpoint == "pubsub.googleapis.com:443"
+    assert cfg.message_body_name == "cps_message_body" and cfg.ordering_key_source == "none"
+    assert bridge.consumer_group == "connect-orders"
+    assert bridge.batch.max_records == 100_000 and bridge.sensor.enabled
+
+
+def test_properties_file_is_read_unchanged(tmp_path):
+    write(tmp_path, """\
+        name=CPSSinkConnector
+        connector.class=com.google.pubsub.kafka.sink.CloudPubSubSinkConnector
+        tasks.max=10
+        topics=my-kafka-topic
+        cps.topic=my-cps-topic
+        cps.project=my-project
+        delayThresholdMs=250
+        metadata.publish=true
+        value.converter=org.apache.kafka.connect.json.JsonConverter
+        value.converter.schemas.enable=false
+    """, name="cps-sink-connector.properties")
+    [bridge] = load_bridges(write(tmp_path, """
+        bridges:
+          - properties: cps-sink-connector.properties
+    """))
+    assert bridge.name == "CPSSinkConnector" and bridge.connector == "CloudPubSubSinkConnector"
+    assert bridge.config.delay_ms == 250 and bridge.config.metadata_publish is True
+    assert bridge.config.value_converter_schemas_enable is False
+
+
+def test_every_problem_is_reported_with_bridge_and_key(tmp_path):
+    with pytest.raises(BridgeConfigError) as err:
+        load_bridges(write(tmp_path, """
+            bridges:
+              - name: one
+                connector: CloudPubSubSinkConnector
+                config: {topics: x, cps.project: p, cps.topik: t, maxTotalTimeoutMs: 5}
+              - name: two
+                connector: KinesisSinkConnector
+                config: {}
+        """))
+    message = str(err.value)
+    assert "bridge 'one': key 'cps.topik': unknown key (did you mean 'cps.topic'?)" in message
+    assert "bridge 'one': key 'cps.topic': required, not set" in message
+    assert "bridge 'one': key 'maxTotalTimeoutMs': Input should be greater than or equal to 10000" in message
+    assert "bridge 'two': key 'connector': unknown connector 'KinesisSinkConnector'; known: " \
+           "CloudPubSubSinkConnector, CloudPubSubSourceConnector" in message
+
+
+def test_secret_values_never_appear_in_errors(tmp_path):
+    with pytest.raises(BridgeConfigError) as err:
+        load_bridges(write(tmp_path, """
+            bridges:
+              - name: s
+                connector: CloudPubSubSinkConnector
+                config: {topics: x, cps.project: p, cps.topic: t, gcp.credentials.json: [hunter2-secret]}
+        """))
+    assert "gcp.credentials.json" in str(err.value) and "hunter2" not in str(err.value)
+
+
+def test_env_references_use_kafka_connect_syntax(tmp_path, monkeypatch):
+    monkeypatch.setenv("CREDS", '{"type": "service_account"}')
+    [bridge] = load_bridges(write(tmp_path, SINK.replace("cps.topic: t", "cps.topic: t\n          gcp.credentials.json: ${env:CREDS}")))
+    assert bridge.config.gcp_credentials_json.get_secret_value() == '{"type": "service_account"}'
+    assert "service_account" not in repr(bridge.config)
+    monkeypatch.delenv("CREDS")
+    with pytest.raises(BridgeConfigError, match="key 'gcp.credentials.json': environment variable CREDS is not set"):
+        load_bridges(write(tmp_path, SINK.replace("cps.topic: t", "cps.topic: t\n          gcp.credentials.json: ${env:CREDS}")))
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ("topics.regex: 'a.*'", "set exactly one of 'topics' and 'topics.regex'"),
+    ("maxBufferSize: 1001", "key 'maxBufferSize'"),
+    ("maxBufferBytes: 9500001", "key 'maxBufferBytes'"),
+    ("orderingKeySource: offset", "key 'orderingKeySource'"),
+    ("maxDelayThresholdMs: 5\n          delayThresholdMs: 6", "same setting"),
+    ("errors.deadletterqueue.topic.name: dlq", "needs errors.tolerance=all"),
+    ("value.converter: com.example.AvroConverter", "key 'value.converter'"),
+])
+def test_out_of_range_and_conflicting_values_fail_at_load(tmp_path, extra, problem):
+    with pytest.raises(BridgeConfigError, match="bridge 'orders'") as err:
+        load_bridges(write(tmp_path, SINK + f"          {extra}\n"))
+    assert problem in str(err.value)
+
+
+def test_duplicate_names_and_bad_asset_names(tmp_path):
+    with pytest.raises(BridgeConfigError, match="name used twice"):
+        load_bridges(write(tmp_path, SINK + SINK.split("bridges:")[1]))
+    with pytest.raises(BridgeConfigError, match="letters, digits and underscores"):
+        load_bridges(write(tmp_path, SINK.replace("name: orders", "name: my-orders")))
+
+
+def test_missing_file_names_the_path(tmp_path):
+    with pytest.raises(BridgeConfigError, match="bridges file not found"):
+        load_bridges(tmp_path / "nope.yaml")
