@@ -133,14 +133,8 @@ class CloudPubSubSinkConverter:
         attrs = _Attributes()
         key_text = ""
         if key is not None:
-            if isinstance(key, (bytes, bytearray)):
-                key_text, encoding = bytes_to_text(bytes(key))
-                attrs.put_text(KEY_ATTRIBUTE, key_text)
-                if encoding:
-                    attrs.put_text(f"{KEY_ATTRIBUTE}.encoding", encoding)
-            else:
-                key_text = java_string(key, key_schema)
-                attrs.put_text(KEY_ATTRIBUTE, key_text)
+            attrs.put_value(KEY_ATTRIBUTE, key_schema, key)
+            key_text = attrs.values[KEY_ATTRIBUTE]
         if cfg.metadata_publish:
             attrs.put_text("kafka.topic", record.topic)
             attrs.put_text("kafka.partition", str(record.partition))

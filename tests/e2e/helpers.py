@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
+
+import yaml
 
 from confluent_kafka import Producer
 from google.cloud import pubsub_v1
@@ -48,7 +49,16 @@ def drain(subscription: str) -> list[pubsub_v1.types.PubsubMessage]:
         subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
 
 
-def write_bridges_file(directory: Path, body: str) -> Path:
+def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None = None,
+                      batch: dict | None = None) -> str:
+    """A bridges file with one CloudPubSubSinkConnector bridge from Kafka `topic` to the Pub/Sub topic of
+    the same name; `keys` add or override connector keys."""
+    config = {"topics": topic, "cps.project": PROJECT, "cps.topic": topic,
+              "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+              "value.converter": "org.apache.kafka.connect.storage.StringConverter", **(keys or {})}
+    entry = {"name": name, "connector": "CloudPubSubSinkConnector", "config": config}
+    if batch:
+        entry["batch"] = batch
     path = directory / "bridges.yaml"
-    path.write_text(textwrap.dedent(body))
-    return path
+    path.write_text(yaml.safe_dump({"bridges": [entry]}))
+    return str(path)

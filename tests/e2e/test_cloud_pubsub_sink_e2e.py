@@ -12,24 +12,9 @@ from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sen
 from bridge_assets.definitions import build_definitions
 from bridge_assets.recorded_offsets import recorded_kafka_offsets
 from resources import default_resources
-from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, write_bridges_file
+from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
 
 pytestmark = pytest.mark.e2e
-
-
-def _sink_bridges(tmp_path, name: str, topic: str, cps_topic: str, extra: str = "") -> str:
-    return str(write_bridges_file(tmp_path, f"""
-        bridges:
-          - name: {name}
-            connector: CloudPubSubSinkConnector
-            config:
-              topics: {topic}
-              cps.project: test-project
-              cps.topic: {cps_topic}
-              key.converter: org.apache.kafka.connect.storage.StringConverter
-              value.converter: org.apache.kafka.connect.storage.StringConverter
-        {extra}
-    """))
 
 
 def _materialize(defs, name: str, instance: DagsterInstance):
@@ -39,10 +24,10 @@ def _materialize(defs, name: str, instance: DagsterInstance):
 
 
 def test_two_runs_move_every_record_once_and_resume(stack, spark, tmp_path, unique):
-    topic, cps_topic, name = f"orders-{unique}", f"orders-{unique}", f"sink_{unique}"
+    topic, name = f"orders-{unique}", f"sink_{unique}"
     kafka_admin().create_topic(topic, partitions=3)
-    subscription = create_pubsub_topic(cps_topic)
-    defs = build_definitions(_sink_bridges(tmp_path, name, topic, cps_topic))
+    subscription = create_pubsub_topic(topic)
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic))
     instance = DagsterInstance.ephemeral()
 
     produce(topic, [(f"k{i % 5}", f"first-{i}") for i in range(300)])
@@ -71,10 +56,7 @@ def test_batch_bound_splits_a_backlog_across_runs(stack, spark, tmp_path, unique
     topic, name = f"backlog-{unique}", f"backlog_{unique}"
     kafka_admin().create_topic(topic, partitions=2)
     subscription = create_pubsub_topic(topic)
-    defs = build_definitions(_sink_bridges(tmp_path, name, topic, topic, extra="""
-            batch:
-              max_records: 150
-    """))
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, batch={"max_records": 150}))
     instance = DagsterInstance.ephemeral()
     produce(topic, [(str(i), f"v{i}") for i in range(400)])
 
@@ -90,21 +72,22 @@ def test_sensor_requests_a_run_only_when_there_is_lag(stack, spark, tmp_path, un
     topic, name = f"sensed-{unique}", f"sensed_{unique}"
     kafka_admin().create_topic(topic, partitions=1)
     create_pubsub_topic(topic)
-    defs = build_definitions(_sink_bridges(tmp_path, name, topic, topic))
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic))
     sensor = defs.get_sensor_def(f"{name}_lag_sensor")
     instance = DagsterInstance.ephemeral()
     resources = default_resources()
 
     def evaluate():
         with build_sensor_context(instance=instance, resources=resources) as context:
-            return list(sensor(context)) if not isinstance(r := sensor(context), (RunRequest, SkipReason)) else [r]
+            return sensor(context)
 
-    assert isinstance(evaluate()[0], SkipReason)
+    assert isinstance(evaluate(), SkipReason)
     produce(topic, [(None, "a"), (None, "b")])
-    request = evaluate()[0]
+    request = evaluate()
     assert isinstance(request, RunRequest) and request.tags["lag_at_request"] == "2"
+    assert evaluate().run_key == request.run_key  # same state, same key: no second run
     _materialize(defs, name, instance)
-    assert isinstance(evaluate()[0], SkipReason)
+    assert isinstance(evaluate(), SkipReason)
 
 
 def test_dagster_cli_materialize_moves_records_then_only_new_ones(stack, tmp_path, unique):
@@ -112,7 +95,7 @@ def test_dagster_cli_materialize_moves_records_then_only_new_ones(stack, tmp_pat
     topic, name = f"cli-{unique}", f"cli_{unique}"
     kafka_admin().create_topic(topic, partitions=2)
     subscription = create_pubsub_topic(topic)
-    bridges = _sink_bridges(tmp_path, name, topic, topic)
+    bridges = sink_bridges_file(tmp_path, name, topic)
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
     env = {**os.environ, "BRIDGES_FILE": bridges, "DAGSTER_HOME": str(dagster_home)}

@@ -1,0 +1,113 @@
+"""Bad records, dead letters and a run killed mid-batch: at-least-once, nothing lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from dagster import AssetKey, DagsterInstance, materialize
+from google.cloud import pubsub_v1
+
+from bridge_assets.definitions import build_definitions
+from bridge_assets.recorded_offsets import recorded_kafka_offsets
+from resources import default_resources
+from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
+
+pytestmark = pytest.mark.e2e
+
+
+JSON_VALUES = {"value.converter": "org.apache.kafka.connect.json.JsonConverter",
+               "value.converter.schemas.enable": False}
+
+
+def _read_topic(topic: str, expected: int, timeout_s: float = 30):
+    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "test-reader",
+                         "enable.auto.commit": False, "log_level": 3})
+    partitions = kafka_admin().partitions([topic])[topic]
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    records, deadline = [], time.monotonic() + timeout_s
+    while len(records) < expected and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            records.append(message)
+    consumer.close()
+    return records
+
+
+def test_bad_records_go_to_the_dead_letter_topic_and_the_batch_goes_on(stack, spark, tmp_path, unique):
+    topic, dlq, name = f"dlq-src-{unique}", f"dlq-{unique}", f"dlq_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    kafka_admin().create_topic(dlq, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, {
+        **JSON_VALUES, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.context.headers.enable": True}))
+    produce(topic, [(None, '"good-1"'), (None, "{not json"), (None, '"good-2"'), (None, "nope"), (None, '"good-3"')])
+
+    result = materialize([defs.get_assets_def(name)], resources=default_resources(), instance=DagsterInstance.ephemeral())
+    metadata = result.asset_materializations_for_node(name)[0].metadata
+    assert sorted(m.data for m in drain(subscription)) == [b"good-1", b"good-2", b"good-3"]
+    assert metadata["records_dead_lettered"].value == 2 and metadata["records_published"].value == 3
+
+    dead = _read_topic(dlq, 2)
+    assert [m.value() for m in dead] == [b"{not json", b"nope"]
+    headers = dict(dead[0].headers())
+    assert headers["__connect.errors.topic"] == topic.encode()
+    assert headers["__connect.errors.offset"] == b"1"
+    assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
+    assert b"not valid JSON" in headers["__connect.errors.exception.message"]
+
+
+def test_with_tolerance_none_a_bad_record_fails_the_run_and_records_nothing(stack, spark, tmp_path, unique):
+    topic, name = f"strict-{unique}", f"strict_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    create_pubsub_topic(topic)
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, JSON_VALUES))
+    produce(topic, [(None, '"ok"'), (None, "{bad")])
+    instance = DagsterInstance.ephemeral()
+
+    result = materialize([defs.get_assets_def(name)], resources=default_resources(), instance=instance,
+                         raise_on_error=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert f"topic {topic} partition 0 offset 1" in str(failure.step_failure_data.error)
+    assert recorded_kafka_offsets(instance, AssetKey(name)) == {}
+
+
+def test_a_run_killed_mid_batch_loses_nothing(stack, tmp_path, unique):
+    topic, name = f"killed-{unique}", f"killed_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    bridges = sink_bridges_file(tmp_path, name, topic, JSON_VALUES)
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    env = {**os.environ, "BRIDGES_FILE": bridges, "DAGSTER_HOME": str(dagster_home)}
+    expected = {f'"r{i}"'.encode() for i in range(60_000)}
+    produce(topic, [(None, value) for value in expected])
+
+    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
+    run = subprocess.Popen([dagster, "asset", "materialize", "-m", "bridge_assets", "--select", name], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    subscriber = pubsub_v1.SubscriberClient()
+    received: list[bytes] = []
+    deadline = time.monotonic() + 120
+    while not received and time.monotonic() < deadline and run.poll() is None:
+        response = subscriber.pull(subscription=subscription, max_messages=1000, timeout=5)
+        received += [m.message.data for m in response.received_messages]
+        if response.received_messages:
+            subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
+    assert run.poll() is None, "the run finished before it could be killed mid-batch"
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    assert 0 < len(received) < len(expected)
+
+    # The killed run recorded nothing; the next run re-reads the whole range.
+    subprocess.run([dagster, "asset", "materialize", "-m", "bridge_assets", "--select", name], env=env,
+                   check=True, capture_output=True)
+    received += [m.data for m in drain(subscription)]
+    assert set(received) == {v.strip(b'"') for v in expected}
