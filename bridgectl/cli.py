@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import click
 from rich.console import Console
@@ -93,19 +94,52 @@ def dev(port: int, rate: int) -> None:
     console.print(f"[bold]Dagster UI: http://127.0.0.1:{port}[/bold]  (Ctrl-C to stop)")
 
     dagster = shutil.which("dagster", path=os.path.dirname(sys.executable)) or "dagster"
-    # dagster dev stays in our process group, so a terminal's Ctrl-C reaches it directly;
-    # SIGTERM sent to us is passed on, and we wait for it to stop its own children.
+    # dagster dev runs in its own process group, so a terminal's Ctrl-C reaches only us; we hand
+    # it exactly one SIGINT (a second one during its shutdown leaves it hanging) and, once it is
+    # done, end whatever is left in its group, so no server or run worker outlives us.
     proc = subprocess.Popen(
-        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)], cwd=PROJECT_ROOT
+        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=PROJECT_ROOT, start_new_session=True,
     )
-    signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
-    signal.signal(signal.SIGINT, lambda *_: proc.send_signal(signal.SIGINT))
-    code = proc.wait()
+    stopping = False
+
+    def stop(*_):
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            console.print("stopping ...")
+            proc.send_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        code = proc.wait(timeout=None)
+    finally:
+        _end_process_group(proc.pid)
     traffic.stop()
     console.print(f"demo traffic stopped after {traffic.produced} records")
     if not was_running:
         stack.down(log=lambda line: console.print(line))
-    sys.exit(code)
+    sys.exit(0 if stopping else code)
+
+
+def _end_process_group(pgid: int, grace_s: float = 20) -> None:
+    """Stop what is left of a process group: SIGTERM, then SIGKILL after a grace period."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ class TrafficGenerator(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
-        self.join(timeout=5)
+        self.join(timeout=15)
 
     def run(self) -> None:
         rng = random.Random(7)
@@ -87,3 +87,4 @@ class TrafficGenerator(threading.Thread):
             self._producer.poll(0)
             self._halt.wait(1.0)
         self._producer.flush(10)
+        self._producer = None  # a live producer keeps reconnecting (and logging) once Kafka stops

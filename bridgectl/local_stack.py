@@ -44,12 +44,18 @@ def _free_port() -> int:
 
 
 def _process_start_ticks(pid: int) -> int | None:
+    """Start time of a live process, None when it is gone (or exited and awaits its parent)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child that exited
+    except ChildProcessError:
+        pass
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # Field 22 (starttime) follows the parenthesised command name, which may itself hold spaces.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    # Fields after the parenthesised command name (which may hold spaces): state, ..., starttime (22).
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[19])
 
 
 def _port_open(port: int) -> bool:
@@ -139,7 +145,6 @@ class LocalStack:
             log(f"{name}: ready on 127.0.0.1:{self.ports()[name]}")
 
     def down(self, log: Callable[[str], None] = print) -> None:
-        state = self._load_state()
         for name in SERVICES:
             pid = self._alive(name)
             if pid is None:
@@ -151,8 +156,10 @@ class LocalStack:
             if _process_start_ticks(pid) is not None:
                 os.killpg(pid, signal.SIGKILL)
             log(f"{name}: stopped (pid {pid})")
-        state["pids"] = {}
-        self._save_state(state)
+            state = self._load_state()  # re-read: forget only what was stopped here
+            if state.get("pids", {}).get(name, {}).get("pid") == pid:
+                del state["pids"][name]
+                self._save_state(state)
 
     # --- services ----------------------------------------------------------------------------
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
