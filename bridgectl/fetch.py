@@ -6,6 +6,7 @@ versions are pinned in the pom files and go.sum beside this module.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -72,7 +73,9 @@ def spark_kafka_jars() -> list[str]:
 
 def pstest_binary() -> Path:
     """Google's pstest fake Pub/Sub server, built from our small Go main."""
-    binary = cache_dir() / "bin" / "pstest-server"
+    source = STACK_FILES / "pstest"
+    digest = hashlib.sha256(b"".join((source / f).read_bytes() for f in ("main.go", "go.mod", "go.sum")))
+    binary = cache_dir() / "bin" / f"pstest-server-{digest.hexdigest()[:12]}"  # rebuilt when the source changes
     if not binary.exists():
         go = require_tool("go", "the Go toolchain, to build Google's pstest Pub/Sub emulator")
         binary.parent.mkdir(parents=True, exist_ok=True)

@@ -219,7 +219,8 @@ class LocalStack:
         if not (self.home / "kafka-data" / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             result = subprocess.run(
-                self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                # "=" form: a base64 id may start with "-", which would read as an option
+                self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
                            "-c", str(props), "--standalone"),
                 capture_output=True, text=True,
             )

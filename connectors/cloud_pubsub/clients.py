@@ -47,14 +47,19 @@ class PubSubConnection:
             kwargs["credentials"] = credentials
         return kwargs
 
-    def publisher(self, batch_settings=None, publisher_options=None):
+    def publisher(self, batch_settings=None, publisher_options=None, compression_bytes_threshold: int | None = None):
+        """A publisher; with a compression threshold, requests of at least that many bytes are gzipped."""
         from google.cloud import pubsub_v1
 
         kwargs = self._prepare()
         args = [batch_settings] if batch_settings is not None else []
         if publisher_options is not None:
             kwargs["publisher_options"] = publisher_options
-        return pubsub_v1.PublisherClient(*args, **kwargs)
+        if compression_bytes_threshold is None:
+            return pubsub_v1.PublisherClient(*args, **kwargs)
+        from connectors.cloud_pubsub.compression import CompressingPublisherClient
+
+        return CompressingPublisherClient(*args, compression_bytes_threshold=compression_bytes_threshold, **kwargs)
 
     def subscriber(self):
         from google.cloud import pubsub_v1

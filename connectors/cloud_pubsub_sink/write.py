@@ -72,7 +72,8 @@ def _publisher(task: SinkTask, single: bool = False):
                           timeout=cfg.max_total_timeout_ms / 1000),
         timeout=cfg.max_request_timeout_ms / 1000,
     )
-    return task.connection.publisher(batch, options)
+    threshold = cfg.compression_bytes_threshold if cfg.enable_compression else None
+    return task.connection.publisher(batch, options, threshold)
 
 
 def _records(batch: pa.RecordBatch) -> Iterator[KafkaRecord]:

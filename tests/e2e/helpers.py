@@ -27,6 +27,13 @@ def produce(topic: str, records: list[tuple[bytes | str | None, bytes | str | No
     assert producer.flush(30) == 0
 
 
+def produce_to_partition(topic: str, partition: int, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for value in values:
+        producer.produce(topic, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+
 def create_pubsub_topic(topic: str) -> str:
     """Create a topic with one subscription; return the subscription path."""
     publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
@@ -56,6 +63,7 @@ def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None 
     config = {"topics": topic, "cps.project": PROJECT, "cps.topic": topic,
               "key.converter": "org.apache.kafka.connect.storage.StringConverter",
               "value.converter": "org.apache.kafka.connect.storage.StringConverter", **(keys or {})}
+    config = {k: v for k, v in config.items() if v is not None}  # None removes a key
     entry = {"name": name, "connector": "CloudPubSubSinkConnector", "config": config}
     if batch:
         entry["batch"] = batch

@@ -7,12 +7,17 @@ import subprocess
 import sys
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sensor_context, materialize
 
 from bridge_assets.definitions import build_definitions
 from bridge_assets.recorded_offsets import recorded_kafka_offsets
 from resources import default_resources
-from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
+from connectors.cloud_pubsub.clients import PubSubConnection
+from tests.e2e.helpers import (
+    PROJECT, create_pubsub_topic, drain, kafka_admin, produce, produce_to_partition, sink_bridges_file,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -109,3 +114,51 @@ def test_dagster_cli_materialize_moves_records_then_only_new_ones(stack, tmp_pat
     produce(topic, [(None, f"b{i}") for i in range(7)])
     subprocess.run(command, env=env, check=True, capture_output=True)
     assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"b{i}" for i in range(7))
+
+
+def test_first_run_starts_at_the_kafka_connect_groups_committed_offsets(stack, spark, tmp_path, unique):
+    topic, name = f"handover-{unique}", f"handover_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    produce(topic, [(None, f"m{i}") for i in range(10)])
+    # A Kafka Connect sink named like the bridge had committed up to offset 6.
+    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": f"connect-{name}"})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 6)], asynchronous=False)
+    consumer.close()
+
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic))
+    _materialize(defs, name, DagsterInstance.ephemeral())
+    assert sorted(m.data.decode() for m in drain(subscription)) == ["m6", "m7", "m8", "m9"]
+
+
+def test_topics_regex_picks_up_new_topics_and_partitions(stack, spark, tmp_path, unique):
+    first, second, name = f"rx-{unique}-a", f"rx-{unique}-b", f"rx_{unique}"
+    admin = kafka_admin()
+    admin.create_topic(first, partitions=1)
+    subscription = create_pubsub_topic(f"rx-{unique}")
+    bridges = sink_bridges_file(tmp_path, name, "unused", {"topics": None, "topics.regex": f"rx-{unique}-.*",
+                                                          "cps.topic": f"rx-{unique}", "enableCompression": True,
+                                                          "compressionBytesThreshold": 0})
+    defs = build_definitions(bridges)
+    instance = DagsterInstance.ephemeral()
+    produce(first, [(None, f"a{i}") for i in range(5)])
+    _materialize(defs, name, instance)
+    assert sorted(m.data.decode() for m in drain(subscription)) == [f"a{i}" for i in range(5)]
+
+    admin.create_topic(second, partitions=1)
+    raw_admin = AdminClient({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
+    raw_admin.create_partitions([NewPartitions(first, 2)])[first].result(30)
+    produce(second, [(None, "b0"), (None, "b1")])
+    produce_to_partition(first, 1, ["a-new-partition"])
+    metadata = _materialize(defs, name, instance)
+    assert sorted(m.data.decode() for m in drain(subscription)) == ["a-new-partition", "b0", "b1"]
+    assert set(metadata["kafka_offsets"].value) == {first, second}
+
+
+def test_compressed_publish_requests_reach_the_emulator(stack, unique):
+    subscription = create_pubsub_topic(f"gzip-{unique}")
+    publisher = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]).publisher(
+        compression_bytes_threshold=0)
+    publisher.publish(publisher.topic_path(PROJECT, f"gzip-{unique}"), b"z" * 2000).result(30)
+    assert publisher.compressed_requests == 1
+    assert [m.data for m in drain(subscription)] == [b"z" * 2000]

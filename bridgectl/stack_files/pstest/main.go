@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
+	// Accept gzip-compressed requests, as the real service does (enableCompression).
+	_ "google.golang.org/grpc/encoding/gzip"
 )
 
 func main() {
