@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import uuid
@@ -27,6 +28,7 @@ def stack():
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     yield local_stack
+    gc.collect()  # drop Kafka clients the tests left behind before their broker goes away
     local_stack.down(log=lambda line: None)
     for k, v in saved.items():
         if v is None:

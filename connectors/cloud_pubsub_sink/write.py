@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -110,15 +111,18 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
             log.warning("dropping %s: %s (errors.tolerance=all, no dead-letter topic)", record.where, error)
             counts[(record.topic, record.partition)].failed_dropped += 1
 
-    def settle(record: KafkaRecord, message: OutgoingMessage, future) -> None:
+    def settle(record: KafkaRecord, message: OutgoingMessage, future, timeout_s: float | None = None) -> None:
         from google.api_core import exceptions
 
         try:
-            future.result()
+            future.result(timeout=timeout_s)
         except Exception as exc:
             if message.ordering_key:
                 # The client pauses a key after a failure; the reference never resumes it.
-                publisher.resume_publish(topic_path, message.ordering_key)
+                try:
+                    publisher.resume_publish(topic_path, message.ordering_key)
+                except RuntimeError:
+                    pass  # the key was not paused (e.g. a timeout, not a failed publish)
             if not isinstance(exc, (exceptions.InvalidArgument, exceptions.FailedPrecondition)):
                 raise RuntimeError(f"{record.where}: publish failed: {exc}") from exc
             # A whole publish request fails for one bad message; give each message its own try.
@@ -160,8 +164,10 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
                 pending.append((record, message, future))
                 while len(pending) > MAX_PENDING_FUTURES:
                     settle(*pending.popleft())
+        # The rest must be acknowledged within maxShutdownTimeoutMs, or the task fails (and records nothing).
+        deadline = time.monotonic() + cfg.max_shutdown_timeout_ms / 1000
         while pending:
-            settle(*pending.popleft())
+            settle(*pending.popleft(), timeout_s=max(deadline - time.monotonic(), 0.001))
         if dlq is not None:
             dlq.flush()
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -162,3 +163,32 @@ def test_compressed_publish_requests_reach_the_emulator(stack, unique):
     publisher.publish(publisher.topic_path(PROJECT, f"gzip-{unique}"), b"z" * 2000).result(30)
     assert publisher.compressed_requests == 1
     assert [m.data for m in drain(subscription)] == [b"z" * 2000]
+
+
+def test_properties_file_bridge_with_struct_values(stack, spark, tmp_path, unique):
+    """An unchanged Kafka Connect file: JSON with schemas, a struct field as the body, headers."""
+    topic, name = f"props-{unique}", f"props_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    (tmp_path / "cps-sink-connector.properties").write_text(
+        "name=CPSSinkConnector\n"
+        "connector.class=com.google.pubsub.kafka.sink.CloudPubSubSinkConnector\n"
+        "tasks.max=10\n"
+        f"topics={topic}\ncps.topic={topic}\ncps.project={PROJECT}\n"
+        "value.converter=org.apache.kafka.connect.json.JsonConverter\n"
+        "key.converter=org.apache.kafka.connect.storage.StringConverter\n"
+        "messageBodyName=page\nheaders.publish=true\nmetadata.publish=true\n"
+    )
+    (tmp_path / "bridges.yaml").write_text(f"bridges:\n  - name: {name}\n    properties: cps-sink-connector.properties\n")
+    schema = {"type": "struct", "fields": [{"field": "page", "type": "string"}, {"field": "dwell_ms", "type": "int64"}]}
+    produce(topic, [("user-1", json.dumps({"schema": schema, "payload": {"page": "/home", "dwell_ms": 1200}}))],
+            headers=[("source", b"test")])
+
+    _materialize(build_definitions(str(tmp_path / "bridges.yaml")), name, DagsterInstance.ephemeral())
+    [message] = drain(subscription)
+    assert message.data == b"/home"
+    assert dict(message.attributes) == {
+        "key": "user-1", "dwell_ms": "1200", "source": "test", "kafka.topic": topic, "kafka.partition": "0",
+        "kafka.offset": "0", "kafka.timestamp": dict(message.attributes)["kafka.timestamp"],
+    }
+    assert int(message.attributes["kafka.timestamp"]) > 1_700_000_000_000
