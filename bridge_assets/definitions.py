@@ -8,7 +8,7 @@ from bridge_assets.factory import build_bridge_asset
 from connectors.config.bridges_file import load_bridges
 from jobs import build_bridge_job, job_name
 from resources import default_resources
-from sensors import build_kafka_lag_sensor
+from sensors import build_bridge_sensor
 
 
 def build_definitions(bridges_file: str | None = None) -> Definitions:
@@ -16,6 +16,6 @@ def build_definitions(bridges_file: str | None = None) -> Definitions:
     return Definitions(
         assets=[build_bridge_asset(b) for b in bridges],
         jobs=[build_bridge_job(b) for b in bridges],
-        sensors=[build_kafka_lag_sensor(b, job_name(b)) for b in bridges],
+        sensors=[build_bridge_sensor(b, job_name(b)) for b in bridges],
         resources=default_resources(),
     )

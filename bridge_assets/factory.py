@@ -6,19 +6,23 @@ from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, 
 from bridge_assets.recorded_offsets import kafka_offsets_metadata, recorded_kafka_offsets
 from connectors.cloud_pubsub_sink.batch import SinkBatchResult
 from connectors.config.bridges_file import Bridge
-from resources.connectors import CloudPubSubSinkResource
+from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource
 
 
 def build_bridge_asset(bridge: Bridge) -> AssetsDefinition:
-    builders = {"CloudPubSubSinkConnector": _cloud_pubsub_sink_asset}
+    builders = {"CloudPubSubSinkConnector": _cloud_pubsub_sink_asset,
+                "CloudPubSubSourceConnector": _cloud_pubsub_source_asset}
     return builders[bridge.connector](bridge)
 
 
 def _describe(bridge: Bridge) -> str:
     cfg = bridge.config
-    source = getattr(cfg, "topics", None) or f"/{getattr(cfg, 'topics_regex', '')}/"
-    target = f"projects/{getattr(cfg, 'cps_project', '?')}/topics/{getattr(cfg, 'cps_topic', '?')}"
-    return f"{bridge.connector}: Kafka {source} -> Pub/Sub {target}. One run moves one micro-batch."
+    if bridge.connector == "CloudPubSubSourceConnector":
+        route = f"Pub/Sub projects/{cfg.cps_project}/subscriptions/{cfg.cps_subscription} -> Kafka {cfg.kafka_topic}"
+    else:
+        source = cfg.topics or f"/{cfg.topics_regex}/"
+        route = f"Kafka {source} -> Pub/Sub projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
+    return f"{bridge.connector}: {route}. One run moves one micro-batch."
 
 
 def _cloud_pubsub_sink_asset(bridge: Bridge) -> AssetsDefinition:
@@ -38,6 +42,34 @@ def _cloud_pubsub_sink_asset(bridge: Bridge) -> AssetsDefinition:
             f"{result.duration_s:.1f}s; {result.plan.lag_after()} left for the next run"
         )
         return MaterializeResult(metadata=sink_metadata(result))
+
+    return _bridge
+
+
+def _cloud_pubsub_source_asset(bridge: Bridge) -> AssetsDefinition:
+    @asset(
+        name=bridge.name,
+        group_name=bridge.connector,
+        kinds=set(bridge.kind.kinds),
+        description=_describe(bridge),
+        tags={"connector": bridge.connector},
+        op_tags={"bridge": bridge.name},
+    )
+    def _bridge(context: AssetExecutionContext, cloud_pubsub_source: CloudPubSubSourceResource) -> MaterializeResult:
+        # Pub/Sub keeps the cursor (acked or not), so there is nothing of ours to resume from.
+        result = cloud_pubsub_source.run_batch(bridge)
+        context.log.info(f"{result.pulled} messages pulled, {result.written} written, {result.acked} acked "
+                         f"in {result.duration_s:.1f}s")
+        return MaterializeResult(metadata={
+            "messages_pulled": MetadataValue.int(result.pulled),
+            "records_written": MetadataValue.int(result.written),
+            "messages_acked": MetadataValue.int(result.acked),
+            "messages_dropped": MetadataValue.int(result.dropped),
+            "bytes_written": MetadataValue.int(result.bytes),
+            "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
+            "records_per_second": MetadataValue.float(round(result.records_per_second, 1)),
+            "records_per_kafka_partition": MetadataValue.json(result.per_partition),
+        })
 
     return _bridge
 

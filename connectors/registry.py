@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.config.common import ConnectorConfig
 
 
@@ -22,7 +23,7 @@ CONNECTOR_KINDS = {
         ConnectorKind("CloudPubSubSinkConnector", "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
                       CloudPubSubSinkConfig, ("kafka", "pubsub", "spark")),
         ConnectorKind("CloudPubSubSourceConnector", "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
-                      None, ("pubsub", "kafka", "spark")),
+                      CloudPubSubSourceConfig, ("pubsub", "kafka", "spark")),
         ConnectorKind("PubSubLiteSinkConnector", "com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
                       None, ("kafka", "pubsub", "spark")),
         ConnectorKind("PubSubLiteSourceConnector", "com.google.pubsublite.kafka.source.PubSubLiteSourceConnector",

@@ -5,6 +5,8 @@ from dagster import ConfigurableResource, ResourceDependency
 
 from connectors.cloud_pubsub_sink.batch import SinkBatchResult, run_sink_batch
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.cloud_pubsub_source.batch import SourceBatchResult, run_source_batch
+from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.config.bridges_file import Bridge
 from connectors.kafka.admin import Offsets
 from resources.kafka import KafkaResource
@@ -20,9 +22,20 @@ class CloudPubSubSinkResource(ConfigurableResource):
     def run_batch(self, bridge: Bridge, recorded: Offsets) -> SinkBatchResult:
         config = bridge.config
         assert isinstance(config, CloudPubSubSinkConfig)
-        secret = config.gcp_credentials_json.get_secret_value() if config.gcp_credentials_json else None
-        connection = self.pubsub.connection(config.cps_endpoint, secret, config.gcp_credentials_file_path)
         return run_sink_batch(
-            self.spark.session(), bridge.name, config, connection, self.kafka.admin(), recorded,
-            bridge.batch, bridge.consumer_group,
+            self.spark.session(), bridge.name, config, self.pubsub.connection_for(config), self.kafka.admin(),
+            recorded, bridge.batch, bridge.consumer_group,
+        )
+
+
+class CloudPubSubSourceResource(ConfigurableResource):
+    kafka: ResourceDependency[KafkaResource]
+    pubsub: ResourceDependency[PubSubResource]
+    spark: ResourceDependency[SparkResource]
+
+    def run_batch(self, bridge: Bridge) -> SourceBatchResult:
+        config = bridge.config
+        assert isinstance(config, CloudPubSubSourceConfig)
+        return run_source_batch(
+            self.spark.session(), config, self.pubsub.connection_for(config), self.kafka.admin(), bridge.batch
         )

@@ -6,7 +6,7 @@ from typing import Any
 
 from dagster import EnvVar
 
-from resources.connectors import CloudPubSubSinkResource
+from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource
 from resources.kafka import KafkaResource
 from resources.pubsub import PubSubResource
 from resources.spark import SparkResource
@@ -35,4 +35,5 @@ def default_resources() -> dict[str, Any]:
         "pubsub": pubsub,
         "spark": spark,
         "cloud_pubsub_sink": CloudPubSubSinkResource(kafka=kafka, pubsub=pubsub, spark=spark),
+        "cloud_pubsub_source": CloudPubSubSourceResource(kafka=kafka, pubsub=pubsub, spark=spark),
     }

@@ -21,3 +21,8 @@ class PubSubResource(ConfigurableResource):
             credentials_json=credentials_json or self.credentials_json,
             credentials_file=credentials_file or self.credentials_file,
         )
+
+    def connection_for(self, config) -> PubSubConnection:
+        """The connection for a bridge whose config has cps.endpoint and the gcp.credentials.* keys."""
+        secret = config.gcp_credentials_json.get_secret_value() if config.gcp_credentials_json else None
+        return self.connection(config.cps_endpoint, secret, config.gcp_credentials_file_path)

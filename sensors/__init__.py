@@ -22,6 +22,34 @@ def _latest_run_id(instance: DagsterInstance, job_name: str) -> "str | None":
     return records[0].dagster_run.run_id if records else None
 
 
+def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+    if bridge.connector == "CloudPubSubSourceConnector":
+        return build_interval_sensor(bridge, job_name)
+    return build_kafka_lag_sensor(bridge, job_name)
+
+
+def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+    """For Pub/Sub sources: the backlog is not visible without pulling (the emulator keeps no
+    metrics), so a run is requested on the interval whenever none is in flight."""
+
+    @sensor(
+        name=f"{bridge.name}_interval_sensor",
+        job_name=job_name,
+        minimum_interval_seconds=bridge.sensor.interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING if bridge.sensor.enabled else DefaultSensorStatus.STOPPED,
+        description=f"Starts {job_name} every interval when no run of it is in flight",
+    )
+    def _interval_sensor(context: SensorEvaluationContext):
+        in_flight = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
+        if in_flight:
+            return SkipReason(f"run {in_flight[0].dagster_run.run_id[:8]} of this bridge is not finished")
+        # One request per finished run: a double evaluation cannot start two.
+        return RunRequest(run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}",
+                          tags={"bridge": bridge.name})
+
+    return _interval_sensor
+
+
 def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     @sensor(
         name=f"{bridge.name}_lag_sensor",

@@ -37,6 +37,8 @@ class BatchSettings(BaseModel):
     # Where a bridge starts when no run has recorded offsets yet: the Kafka Connect consumer
     # group's committed offsets (group `connect-<name>`) if it has any, else earliest.
     initial_offsets: Literal["committed", "earliest", "latest"] = "committed"
+    # Spark tasks that pull in parallel (source connectors; sinks use one task per Kafka partition).
+    parallelism: int = Field(2, ge=1, le=64)
 
 
 class SensorSettings(BaseModel):

@@ -1,0 +1,1 @@
+"""CloudPubSubSourceConnector: Cloud Pub/Sub -> Kafka."""

@@ -1,0 +1,103 @@
+"""Pub/Sub message -> Kafka record, as the reference CloudPubSubSourceTask builds its SourceRecords.
+
+Value: the data as BYTES when the message has no attributes besides the key and timestamp
+attributes; otherwise a STRUCT with `message` (bytes) first, then one string field per remaining
+attribute in sorted order (the reference's order is a map's; sorted is fixed and documented), then
+`orderingKey` when cps.makeOrderingKeyAttribute is on and the key is not empty. With
+kafka.record.headers=true the value stays BYTES and every attribute becomes a record header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from connectors.cloud_pubsub_source.config import ORDERING_KEY, CloudPubSubSourceConfig
+from connectors.cloud_pubsub_source.partitioning import Partitioner
+from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
+
+MESSAGE_FIELD = "message"
+ORDERING_KEY_FIELD = "orderingKey"
+_BYTES = Schema("BYTES")
+_STRING = Schema("STRING")
+
+
+@dataclass(frozen=True)
+class PubSubMessageIn:
+    data: bytes
+    attributes: dict[str, str]
+    ordering_key: str
+    publish_time_ms: int
+    ack_id: str = ""
+
+
+@dataclass
+class OutgoingRecord:
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    partition: int | None  # None: the producer's partitioner decides
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+class MessageError(ValueError):
+    """A message the bridge cannot turn into a record with the configured converters."""
+
+
+class CloudPubSubSourceConverter:
+    def __init__(self, config: CloudPubSubSourceConfig, partitioner_start: int = 0):
+        self.config = config
+        self.key_converter = config.key_converter_instance()
+        self.value_converter = config.value_converter_instance()
+        self.partitioner = Partitioner(config.kafka_partition_scheme, config.kafka_partition_count, partitioner_start)
+
+    def key_text(self, message: PubSubMessageIn) -> str | None:
+        attribute = self.config.kafka_key_attribute
+        if attribute is None:
+            return None
+        if attribute == ORDERING_KEY:
+            return message.ordering_key or None
+        return message.attributes.get(attribute)
+
+    def timestamp_ms(self, message: PubSubMessageIn) -> int:
+        attribute = self.config.kafka_timestamp_attribute
+        if attribute and attribute in message.attributes:
+            try:
+                return int(message.attributes[attribute])
+            except ValueError:
+                pass  # not epoch milliseconds: fall back to the publish time, as the reference does
+        return message.publish_time_ms
+
+    def value(self, message: PubSubMessageIn) -> tuple[Schema, object, list[tuple[str, bytes]]]:
+        cfg = self.config
+        with_ordering_key = cfg.cps_make_ordering_key_attribute and bool(message.ordering_key)
+        if cfg.kafka_record_headers:
+            headers = [(k, v.encode("utf-8")) for k, v in sorted(message.attributes.items())]
+            if with_ordering_key:
+                headers.append((ORDERING_KEY_FIELD, message.ordering_key.encode("utf-8")))
+            return OPTIONAL_BYTES, message.data, headers
+        skip = {cfg.kafka_key_attribute, cfg.kafka_timestamp_attribute}
+        extra = sorted((k, v) for k, v in message.attributes.items() if k not in skip)
+        if not extra and not with_ordering_key:
+            return OPTIONAL_BYTES, message.data, []
+        fields = [Field(MESSAGE_FIELD, _BYTES)] + [Field(k, _STRING) for k, _ in extra]
+        values: dict[str, object] = {MESSAGE_FIELD: message.data, **dict(extra)}
+        if with_ordering_key:
+            fields.append(Field(ORDERING_KEY_FIELD, _STRING))
+            values[ORDERING_KEY_FIELD] = message.ordering_key
+        schema = Schema("STRUCT", fields=tuple(fields))
+        return schema, Struct(schema, values), []
+
+    def convert(self, message: PubSubMessageIn) -> OutgoingRecord:
+        key = self.key_text(message)
+        schema, value, headers = self.value(message)
+        try:
+            key_bytes = self.key_converter.from_connect(OPTIONAL_STRING, key)
+            value_bytes = self.value_converter.from_connect(schema, value)
+        except ConversionError as exc:
+            hint = ""
+            if schema.type == "STRUCT":
+                hint = " (messages with attributes become structs: use JsonConverter, or kafka.record.headers=true)"
+            raise MessageError(f"{exc}{hint}") from exc
+        partition = self.partitioner.partition(key, message.data, message.ordering_key)
+        return OutgoingRecord(key_bytes, value_bytes, self.timestamp_ms(message), partition, headers)

@@ -1,0 +1,137 @@
+"""Pub/Sub -> Kafka through the Dagster asset, against the pstest emulator and the real local Kafka."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+from dagster import DagsterInstance, materialize
+from google.cloud import pubsub_v1
+
+from bridge_assets.definitions import build_definitions
+from connectors.cloud_pubsub_source.partitioning import java_string_hash
+from resources import default_resources
+from tests.e2e.helpers import PROJECT, create_pubsub_topic, drain, kafka_admin
+
+pytestmark = pytest.mark.e2e
+
+
+def _source_bridges(tmp_path, name: str, subscription: str, kafka_topic: str, keys: dict | None = None) -> str:
+    config = {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
+              "kafka.topic": kafka_topic, **(keys or {})}
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [
+        {"name": name, "connector": "CloudPubSubSourceConnector", "config": config}]}))
+    return str(path)
+
+
+def _publish(topic: str, messages: list[tuple[bytes, dict]]) -> None:
+    publisher = pubsub_v1.PublisherClient(pubsub_v1.types.BatchSettings(max_messages=1000, max_latency=0.05))
+    path = publisher.topic_path(PROJECT, topic)
+    futures = [publisher.publish(path, data, **attributes) for data, attributes in messages]
+    for future in futures:
+        future.result(60)
+
+
+def _consume_all(topic: str, expected: int, timeout_s: float = 60):
+    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "test-reader",
+                         "enable.auto.commit": False, "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in kafka_admin().partitions([topic])[topic]])
+    records, deadline = [], time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        batch = consumer.consume(1000, 1.0)
+        records += [m for m in batch if m.error() is None]
+        if len(records) >= expected and not batch:
+            break  # one more empty poll after reaching the count, so extra records would show
+    consumer.close()
+    return records
+
+
+def _materialize(defs, name: str):
+    result = materialize([defs.get_assets_def(name)], resources=default_resources(),
+                         instance=DagsterInstance.ephemeral())
+    assert result.success
+    return result.asset_materializations_for_node(name)[0].metadata
+
+
+def test_messages_become_exactly_one_record_each_with_key_timestamp_and_partition(stack, spark, tmp_path, unique):
+    topic, name = f"src-{unique}", f"src_{unique}"
+    kafka_admin().create_topic(topic, partitions=3)
+    subscription = create_pubsub_topic(topic)
+    sent = {f"m{i}".encode(): {"user": f"user-{i % 7}", "ts": str(1_600_000_000_000 + i)} for i in range(250)}
+    _publish(topic, list(sent.items()))
+    defs = build_definitions(_source_bridges(tmp_path, name, subscription, topic, {
+        "kafka.key.attribute": "user", "kafka.timestamp.attribute": "ts",
+        "kafka.partition.scheme": "hash_key", "kafka.partition.count": 3, "cps.maxBatchSize": 50}))
+
+    metadata = _materialize(defs, name)
+    records = _consume_all(topic, len(sent))
+    assert sorted(r.value() for r in records) == sorted(sent)
+    for r in records:
+        attributes = sent[r.value()]
+        assert r.key() == attributes["user"].encode()
+        assert r.timestamp()[1] == int(attributes["ts"])
+        assert r.partition() == abs(java_string_hash(attributes["user"])) % 3
+    assert metadata["records_written"].value == metadata["messages_acked"].value == 250
+    assert drain(subscription) == []  # everything was acknowledged
+
+    # A second run finds nothing and writes nothing.
+    assert _materialize(defs, name)["records_written"].value == 0
+
+
+def test_attributes_as_headers_and_structs_as_json(stack, spark, tmp_path, unique):
+    topic, name = f"hdr-{unique}", f"hdr_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    _publish(topic, [(b"payload", {"a": "1", "b": "2"})])
+    defs = build_definitions(_source_bridges(tmp_path, name, subscription, topic, {"kafka.record.headers": True}))
+    _materialize(defs, name)
+    [record] = _consume_all(topic, 1)
+    assert record.value() == b"payload" and record.headers() == [("a", b"1"), ("b", b"2")]
+
+    json_topic, json_name = f"json-{unique}", f"json_{unique}"
+    kafka_admin().create_topic(json_topic, partitions=1)
+    json_subscription = create_pubsub_topic(json_topic)
+    _publish(json_topic, [(b"payload", {"b": "2", "a": "1"})])
+    defs = build_definitions(_source_bridges(tmp_path, json_name, json_subscription, json_topic, {
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": False}))
+    _materialize(defs, json_name)
+    [record] = _consume_all(json_topic, 1)
+    assert record.value() == b'{"message":"cGF5bG9hZA==","a":"1","b":"2"}'
+
+
+def test_a_run_killed_between_write_and_ack_loses_nothing(stack, tmp_path, unique):
+    topic, name = f"srckill-{unique}", f"srckill_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    expected = {f"v{i}".encode() for i in range(20_000)}
+    _publish(topic, [(v, {}) for v in expected])
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home),
+           "BRIDGES_FILE": _source_bridges(tmp_path, name, subscription, topic, {"cps.maxBatchSize": 100})}
+    command = [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
+               "-m", "bridge_assets", "--select", name]
+
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    admin, deadline = kafka_admin(), time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None:
+        if sum(admin.end_offsets({topic: [0, 1]})[topic].values()) > 0:
+            break
+        time.sleep(0.2)
+    assert run.poll() is None, "the run finished before it could be killed mid-batch"
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    time.sleep(11)  # the emulator's 10 s ack deadline: what the killed run leased comes back after it
+
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    values = [r.value() for r in _consume_all(topic, len(expected))]
+    assert set(values) == expected  # nothing lost; what was written but not acked came again
+    assert drain(subscription) == []
