@@ -48,7 +48,8 @@ def run_source_batch(
             f"kafka.partition.count is {config.kafka_partition_count} but topic {config.kafka_topic!r} "
             f"has {len(partitions)} partitions"
         )
-    tasks = batch.parallelism
+    # Streaming pull: one stream per Spark task, cps.streamingPull.parallelStreams of them.
+    tasks = config.streaming_pull_parallel_streams if config.streaming_pull_enabled else batch.parallelism
     task = SourceTask(config, connection, kafka.connection.librdkafka_config(), math.ceil(batch.max_records / tasks))
     slots = spark.range(0, tasks, 1, tasks).selectExpr("CAST(id AS INT) AS slot")
     rows = slots.mapInArrow(functools.partial(pull_and_deliver, task), SUMMARY_SCHEMA).collect()

@@ -28,7 +28,6 @@ class PubSubMessageIn:
     attributes: dict[str, str]
     ordering_key: str
     publish_time_ms: int
-    ack_id: str = ""
 
 
 @dataclass

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import logging
+import queue
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -22,6 +24,8 @@ SUMMARY_SCHEMA = "kafka_partition int, written long, bytes long, pulled long, ac
 MAX_ACK_REQUEST_BYTES = 500_000
 ACK_DEADLINE_EXTENSION_S = 60
 PULL_TIMEOUT_S = 10
+STREAM_IDLE_S = 2.0  # a stream quiet this long ends the micro-batch
+ACK_FLUSH_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,16 @@ def ack_id_chunks(ack_ids: list[str], limit: int = MAX_ACK_REQUEST_BYTES) -> Ite
 
 def _message_in(received) -> PubSubMessageIn:
     message = received.message
-    publish_time = message.publish_time
     return PubSubMessageIn(
         data=bytes(message.data), attributes=dict(message.attributes), ordering_key=message.ordering_key,
-        publish_time_ms=int(publish_time.timestamp() * 1000), ack_id=received.ack_id,
+        publish_time_ms=int(message.publish_time.timestamp() * 1000),
+    )
+
+
+def _streamed_message_in(message) -> PubSubMessageIn:
+    return PubSubMessageIn(
+        data=bytes(message.data), attributes=dict(message.attributes), ordering_key=message.ordering_key or "",
+        publish_time_ms=int(message.publish_time.timestamp() * 1000),
     )
 
 
@@ -66,76 +76,136 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
         **task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
         "partitioner": "murmur2_random", "log_level": 3,
     })
-    written: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])  # partition -> [records, bytes]
-    totals = {"pulled": 0, "acked": 0, "dropped": 0}
+    delivery = _Delivery(cfg, producer)
     try:
         for slot in slots:
             converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot)
-            while totals["pulled"] < task.quota:
-                response = subscriber.pull(
-                    subscription=path, max_messages=min(cfg.cps_max_batch_size, task.quota - totals["pulled"]),
-                    timeout=PULL_TIMEOUT_S,
-                )
-                if not response.received_messages:
-                    break  # the subscription has nothing more for now: this micro-batch is done
-                totals["pulled"] += len(response.received_messages)
-                _deliver(task, subscriber, path, producer, converter, response.received_messages, written, totals)
+            if cfg.streaming_pull_enabled:
+                _streaming_pull(task, subscriber, path, converter, delivery)
+            else:
+                _unary_pull(task, subscriber, path, converter, delivery)
     finally:
         producer.flush(30)
         subscriber.close()
     rows = [{"kafka_partition": p, "written": n, "bytes": b, "pulled": 0, "acked": 0, "dropped": 0}
-            for p, (n, b) in written.items()]
-    rows.append({"kafka_partition": -1, "written": 0, "bytes": 0, **totals})
+            for p, (n, b) in delivery.written.items()]
+    rows.append({"kafka_partition": -1, "written": 0, "bytes": 0, **delivery.totals})
     yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([
         ("kafka_partition", pa.int32()), ("written", pa.int64()), ("bytes", pa.int64()),
         ("pulled", pa.int64()), ("acked", pa.int64()), ("dropped", pa.int64()),
     ]))
 
 
-def _deliver(task, subscriber, path, producer, converter, received, written, totals) -> None:
+def _unary_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery") -> None:
+    """Pull with cps.maxBatchSize until the subscription has nothing more or the quota is reached."""
     cfg = task.config
-    delivered: list[str] = []
-    failures: list[str] = []
-    dropped: list[str] = []
+    while delivery.totals["pulled"] < task.quota:
+        response = subscriber.pull(
+            subscription=path, max_messages=min(cfg.cps_max_batch_size, task.quota - delivery.totals["pulled"]),
+            timeout=PULL_TIMEOUT_S,
+        )
+        if not response.received_messages:
+            return  # nothing more for now: this micro-batch is done
+        received = response.received_messages
+        ack_ids = [m.ack_id for m in received]
 
-    def on_delivery(ack_id: str, size: int):
-        def callback(err, msg):
-            if err is not None:
-                failures.append(str(err))
-                return
-            delivered.append(ack_id)
-            counts = written[msg.partition()]
-            counts[0] += 1
-            counts[1] += size
-        return callback
+        def extend() -> None:
+            for chunk in ack_id_chunks(ack_ids):
+                subscriber.modify_ack_deadline(subscription=path, ack_ids=chunk,
+                                               ack_deadline_seconds=ACK_DEADLINE_EXTENSION_S)
 
-    for item in received:
-        message = _message_in(item)
-        try:
-            record = converter.convert(message)
-        except MessageError as exc:
-            if cfg.errors_tolerance == "none":
-                raise MessageError(f"message {item.message.message_id}: {exc}") from exc
-            log.warning("dropping message %s: %s (errors.tolerance=all)", item.message.message_id, exc)
-            dropped.append(message.ack_id)
-            continue
-        kwargs = {} if record.partition is None else {"partition": record.partition}
-        size = len(record.value or b"") + len(record.key or b"")
-        while True:
+        done = delivery.deliver(converter, [(_message_in(m), m.message.message_id) for m in received], extend)
+        for chunk in ack_id_chunks([ack_ids[i] for i in done]):
+            subscriber.acknowledge(subscription=path, ack_ids=chunk)
+
+
+def _streaming_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery") -> None:
+    """Streaming pull with the cps.streamingPull.* flow control; the client extends leases itself."""
+    from google.cloud import pubsub_v1
+
+    cfg = task.config
+    arrived: queue.Queue = queue.Queue()
+    flow = pubsub_v1.types.FlowControl(
+        max_messages=min(cfg.streaming_pull_flow_control_messages, task.quota),
+        max_bytes=cfg.streaming_pull_flow_control_bytes,
+        max_lease_duration=cfg.streaming_pull_max_ack_extension_ms / 1000 or 3600,
+        max_duration_per_lease_extension=cfg.streaming_pull_max_ms_per_ack_extension / 1000,
+    )
+    stream = subscriber.subscribe(path, callback=arrived.put, flow_control=flow)
+    try:
+        while delivery.totals["pulled"] < task.quota:
             try:
-                producer.produce(cfg.kafka_topic, key=record.key, value=record.value, headers=record.headers or None,
-                                 timestamp=record.timestamp_ms, on_delivery=on_delivery(message.ack_id, size), **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    pending = [m.ack_id for m in received]
-    # Wait for Kafka; while it is slow, keep Pub/Sub from redelivering what is in flight.
-    while producer.flush(5) > 0:
-        for chunk in ack_id_chunks(pending):
-            subscriber.modify_ack_deadline(subscription=path, ack_ids=chunk, ack_deadline_seconds=ACK_DEADLINE_EXTENSION_S)
-    if failures:
-        raise RuntimeError(f"Kafka did not accept {len(failures)} records: {failures[:3]}")
-    for chunk in ack_id_chunks(delivered + dropped):
-        subscriber.acknowledge(subscription=path, ack_ids=chunk)
-    totals["acked"] += len(delivered) + len(dropped)
-    totals["dropped"] += len(dropped)
+                batch = [arrived.get(timeout=STREAM_IDLE_S)]
+            except queue.Empty:
+                return  # the stream went quiet: this micro-batch is done
+            while len(batch) < cfg.cps_max_batch_size and delivery.totals["pulled"] + len(batch) < task.quota:
+                try:
+                    batch.append(arrived.get_nowait())
+                except queue.Empty:
+                    break
+            done = delivery.deliver(converter, [(_streamed_message_in(m), m.message_id) for m in batch], lambda: None)
+            for i in done:
+                batch[i].ack()
+    finally:
+        time.sleep(ACK_FLUSH_S)  # the client sends acks in the background; let the last ones go out
+        stream.cancel()
+        try:
+            stream.result(timeout=30)
+        except Exception:  # cancelled streams report it as an error
+            pass
+
+
+class _Delivery:
+    """Writes converted messages to Kafka and says which may be acked: delivered ones, and ones
+    dropped under errors.tolerance=all. Raises when Kafka refused a record (nothing is acked)."""
+
+    def __init__(self, config: CloudPubSubSourceConfig, producer):
+        self.config = config
+        self.producer = producer
+        self.written: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])  # partition -> [n, bytes]
+        self.totals = {"pulled": 0, "acked": 0, "dropped": 0}
+
+    def deliver(self, converter, items: list[tuple[PubSubMessageIn, str]], extend) -> list[int]:
+        cfg = self.config
+        self.totals["pulled"] += len(items)
+        done: list[int] = []
+        failures: list[str] = []
+
+        def on_delivery(index: int, size: int):
+            def callback(err, msg):
+                if err is not None:
+                    failures.append(str(err))
+                    return
+                done.append(index)
+                counts = self.written[msg.partition()]
+                counts[0] += 1
+                counts[1] += size
+            return callback
+
+        for index, (message, message_id) in enumerate(items):
+            try:
+                record = converter.convert(message)
+            except MessageError as exc:
+                if cfg.errors_tolerance == "none":
+                    raise MessageError(f"message {message_id}: {exc}") from exc
+                log.warning("dropping message %s: %s (errors.tolerance=all)", message_id, exc)
+                done.append(index)
+                self.totals["dropped"] += 1
+                continue
+            kwargs = {} if record.partition is None else {"partition": record.partition}
+            size = len(record.value or b"") + len(record.key or b"")
+            while True:
+                try:
+                    self.producer.produce(
+                        cfg.kafka_topic, key=record.key, value=record.value, headers=record.headers or None,
+                        timestamp=record.timestamp_ms, on_delivery=on_delivery(index, size), **kwargs)
+                    break
+                except BufferError:
+                    self.producer.poll(0.1)
+        # Wait for Kafka; while it is slow, keep Pub/Sub from redelivering what is in flight.
+        while self.producer.flush(5) > 0:
+            extend()
+        if failures:
+            raise RuntimeError(f"Kafka did not accept {len(failures)} records: {failures[:3]}")
+        self.totals["acked"] += len(done)
+        return done

@@ -135,3 +135,19 @@ def test_a_run_killed_between_write_and_ack_loses_nothing(stack, tmp_path, uniqu
     values = [r.value() for r in _consume_all(topic, len(expected))]
     assert set(values) == expected  # nothing lost; what was written but not acked came again
     assert drain(subscription) == []
+
+
+def test_streaming_pull_moves_every_message_once(stack, spark, tmp_path, unique):
+    topic, name = f"stream-{unique}", f"stream_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    sent = {f"s{i}".encode() for i in range(300)}
+    _publish(topic, [(v, {}) for v in sent])
+    defs = build_definitions(_source_bridges(tmp_path, name, subscription, topic, {
+        "cps.streamingPull.enabled": True, "cps.streamingPull.parallelStreams": 2,
+        "cps.streamingPull.flowControlMessages": 50, "kafka.partition.count": 2}))
+
+    metadata = _materialize(defs, name)
+    assert sorted(r.value() for r in _consume_all(topic, len(sent))) == sorted(sent)
+    assert metadata["messages_acked"].value == 300
+    assert drain(subscription) == []
