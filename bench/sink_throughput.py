@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import time
 import uuid
 
-from rich.console import Console
-from rich.table import Table
-
+from bench.common import ResultTable, bench_stack, warm_spark
 from bench.process_memory import PeakMemory
-from bridgectl.local_stack import LocalStack
-from bridgectl.paths import PROJECT_ROOT
 
 SETTINGS = {
     "seed defaults": {},
@@ -48,20 +42,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     args = parser.parse_args()
 
-    home = PROJECT_ROOT / ".local" / "bench-stack"
-    LocalStack(home).down(log=lambda line: None)
-    shutil.rmtree(home, ignore_errors=True)
-    stack = LocalStack(home, pick_free_ports=True)
-    stack.up(log=lambda line: None)
-    os.environ.update({k: v for k, v in stack.env().items() if k != "DAGSTER_HOME"})
-    try:
-        # The servers are our children too; the memory column is the bridge's own (driver, JVM, workers).
-        run(args, os.environ["KAFKA_BOOTSTRAP_SERVERS"], frozenset(s.pid for s in stack.status()))
-    finally:
-        stack.down(log=lambda line: None)
+    with bench_stack() as server_pids:
+        run(args, server_pids)
 
 
-def run(args, bootstrap: str, server_pids: frozenset[int]) -> None:
+def run(args, server_pids: frozenset[int]) -> None:
     from google.cloud import pubsub_v1
 
     from connectors.cloud_pubsub.clients import PubSubConnection
@@ -70,16 +55,14 @@ def run(args, bootstrap: str, server_pids: frozenset[int]) -> None:
     from connectors.config.bridges_file import BatchSettings
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
-    from resources.spark import SparkResource
-
-    started = time.monotonic()
-    spark = SparkResource().session()
-    spark_start_s = time.monotonic() - started
+    
+    spark, spark_start_s = warm_spark()
+    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
     admin = KafkaAdmin(KafkaConnection(bootstrap))
     publisher = pubsub_v1.PublisherClient()
     connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
 
-    table = Table("record size", "settings", "records", "seconds", "records/s", "MB/s", "peak memory (MB)")
+    table = ResultTable()
     for size in [int(s) for s in args.sizes.split(",")]:
         topic = f"bench-{size}-{uuid.uuid4().hex[:6]}"
         admin.create_topic(topic, args.partitions)
@@ -94,13 +77,8 @@ def run(args, bootstrap: str, server_pids: frozenset[int]) -> None:
                                         "connect-bench")
             assert result.totals["published"] == args.records, result.totals
             seconds = result.duration_s
-            table.add_row(f"{size} B", label, f"{args.records:,}", f"{seconds:.1f}",
-                          f"{args.records / seconds:,.0f}", f"{args.records * size / seconds / 1e6:.2f}",
-                          f"{memory.peak / 1e6:,.0f}")
-    console = Console()
-    console.print(table)
-    console.print(f"Spark session start (not in the numbers above): {spark_start_s:.1f} s; "
-                  f"{os.cpu_count()} cores; Kafka {args.partitions} partitions; Pub/Sub: pstest emulator")
+            table.add(size, label, args.records, seconds, memory.peak)
+    table.print(spark_start_s, f"Kafka {args.partitions} partitions; Pub/Sub: pstest emulator")
 
 
 if __name__ == "__main__":

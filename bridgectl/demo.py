@@ -13,7 +13,7 @@ from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
 
 PROJECT = "local-project"
-KAFKA_TOPICS = {"demo.orders": 3, "demo.clicks": 2}
+KAFKA_TOPICS = {"demo.orders": 3, "demo.clicks": 2, "demo.orders.mirror": 3}
 PUBSUB_TOPICS = {"demo-orders": "demo-orders-sub", "demo-clicks": "demo-clicks-sub"}
 _CLICK_SCHEMA = {
     "type": "struct", "optional": False,
