@@ -68,9 +68,9 @@ def run(args, server_pids: frozenset[int]) -> None:
                 {"cps.project": "bench", "cps.subscription": name, "kafka.topic": name, **keys})
             with PeakMemory(exclude=server_pids) as memory:
                 result = run_source_batch(spark, config, connection, admin, BatchSettings(max_records=args.records))
-            assert result.written == args.records, (result.written, args.records)
-            seconds = result.duration_s
-            table.add(size, label, args.records, seconds, memory.peak)
+            # A run ends when its tasks find the subscription empty; with two tasks, one may stop while
+            # the other still leases the last messages, which then wait for the next run.
+            table.add(size, label, result.written, result.duration_s, memory.peak)
     table.print(spark_start_s, f"Kafka 4 partitions; Pub/Sub: pstest emulator")
 
 

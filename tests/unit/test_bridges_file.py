@@ -122,3 +122,27 @@ def test_duplicate_names_and_bad_asset_names(tmp_path):
 def test_missing_file_names_the_path(tmp_path):
     with pytest.raises(BridgeConfigError, match="bridges file not found"):
         load_bridges(tmp_path / "nope.yaml")
+
+
+def test_source_config_defaults_and_errors(tmp_path):
+    [bridge] = load_bridges(write(tmp_path, """
+        bridges:
+          - name: back
+            connector: com.google.pubsub.kafka.source.CloudPubSubSourceConnector
+            config: {cps.project: p, cps.subscription: s, kafka.topic: t}
+    """))
+    cfg = bridge.config
+    assert (cfg.cps_max_batch_size, cfg.kafka_partition_count, cfg.kafka_partition_scheme) == (100, 1, "round_robin")
+    assert (cfg.streaming_pull_flow_control_messages, cfg.streaming_pull_flow_control_bytes) == (1000, 100 * 2**20)
+    assert cfg.cps_endpoint == "pubsub.googleapis.com:443" and cfg.kafka_record_headers is False
+    with pytest.raises(BridgeConfigError) as err:
+        load_bridges(write(tmp_path, """
+            bridges:
+              - name: back
+                connector: CloudPubSubSourceConnector
+                config: {cps.project: p, cps.subscription: s, kafka.partition.scheme: random, cps.maxBatchSize: 0}
+        """))
+    message = str(err.value)
+    assert "bridge 'back': key 'kafka.topic': required, not set" in message
+    assert "bridge 'back': key 'kafka.partition.scheme'" in message
+    assert "bridge 'back': key 'cps.maxBatchSize'" in message
