@@ -6,12 +6,13 @@ from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, 
 from bridge_assets.recorded_offsets import kafka_offsets_metadata, recorded_kafka_offsets
 from connectors.cloud_pubsub_sink.batch import SinkBatchResult
 from connectors.config.bridges_file import Bridge
-from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource
+from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource, S3BlockGzipSinkResource
 
 
 def build_bridge_asset(bridge: Bridge) -> AssetsDefinition:
     builders = {"CloudPubSubSinkConnector": _cloud_pubsub_sink_asset,
-                "CloudPubSubSourceConnector": _cloud_pubsub_source_asset}
+                "CloudPubSubSourceConnector": _cloud_pubsub_source_asset,
+                "S3BlockGzipSinkConnector": _s3_block_gzip_sink_asset}
     return builders[bridge.connector](bridge)
 
 
@@ -19,6 +20,8 @@ def _describe(bridge: Bridge) -> str:
     cfg = bridge.config
     if bridge.connector == "CloudPubSubSourceConnector":
         route = f"Pub/Sub projects/{cfg.cps_project}/subscriptions/{cfg.cps_subscription} -> Kafka {cfg.kafka_topic}"
+    elif bridge.connector == "S3BlockGzipSinkConnector":
+        route = f"Kafka {cfg.topics or f'/{cfg.topics_regex}/'} -> s3://{cfg.s3_bucket}/{cfg.key_prefix()} (Block-GZIP)"
     else:
         source = cfg.topics or f"/{cfg.topics_regex}/"
         route = f"Kafka {source} -> Pub/Sub projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
@@ -69,6 +72,36 @@ def _cloud_pubsub_source_asset(bridge: Bridge) -> AssetsDefinition:
             "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
             "records_per_second": MetadataValue.float(round(result.records_per_second, 1)),
             "records_per_kafka_partition": MetadataValue.json(result.per_partition),
+        })
+
+    return _bridge
+
+
+def _s3_block_gzip_sink_asset(bridge: Bridge) -> AssetsDefinition:
+    @asset(
+        name=bridge.name,
+        group_name=bridge.connector,
+        kinds=set(bridge.kind.kinds),
+        description=_describe(bridge),
+        tags={"connector": bridge.connector},
+        op_tags={"bridge": bridge.name},
+    )
+    def _bridge(context: AssetExecutionContext, s3_block_gzip_sink: S3BlockGzipSinkResource) -> MaterializeResult:
+        # Resumes from the cursor objects in S3; the offsets recorded here are for the UI and the sensor.
+        result = s3_block_gzip_sink.run_batch(bridge)
+        t = result.totals
+        context.log.info(f"{t['records']} records archived in {t['files']} files in {result.duration_s:.1f}s")
+        return MaterializeResult(metadata={
+            "kafka_offsets": kafka_offsets_metadata(result.plan.next_offsets),
+            "records_archived": MetadataValue.int(t["records"]),
+            "files_written": MetadataValue.int(t["files"]),
+            "bytes_uncompressed": MetadataValue.int(t["bytes_uncompressed"]),
+            "bytes_written": MetadataValue.int(t["bytes_written"]),
+            "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
+            "records_per_second": MetadataValue.float(
+                round(t["records"] / result.duration_s, 1) if result.duration_s else 0.0),
+            "lag_remaining": MetadataValue.int(result.plan.lag_after()),
+            "partitions": MetadataValue.json(result.per_partition),
         })
 
     return _bridge

@@ -123,6 +123,34 @@ def dev(port: int, rate: int) -> None:
     sys.exit(0 if stopping else code)
 
 
+@main.group()
+def s3() -> None:
+    """The S3 Block-GZIP archive."""
+
+
+@s3.command("read")
+@click.option("--bucket", required=True)
+@click.option("--prefix", default="", show_default=True)
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, required=True)
+@click.option("--offset", type=int, default=0, show_default=True, help="first Kafka offset to print")
+@click.option("--limit", type=int, default=None, help="stop after this many records")
+@click.option("--endpoint", default=None, help="S3 endpoint (default: AWS_ENDPOINT_URL or AWS)")
+def s3_read(bucket: str, prefix: str, topic: str, partition: int, offset: int, limit: int | None,
+            endpoint: str | None) -> None:
+    """Print archived records of a topic-partition from an offset on, as `offset<TAB>record`."""
+    import itertools
+
+    import boto3
+
+    from connectors.s3_block_gzip_sink.reader import read_from_offset
+
+    client = boto3.client("s3", endpoint_url=endpoint)
+    records = read_from_offset(client, bucket, prefix, topic, partition, offset)
+    for record_offset, line in itertools.islice(records, limit):
+        sys.stdout.buffer.write(f"{record_offset}\t".encode() + line + b"\n")
+
+
 def _end_process_group(pgid: int, grace_s: float = 20) -> None:
     """Stop what is left of a process group: SIGTERM, then SIGKILL after a grace period."""
     try:

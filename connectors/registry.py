@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.config.common import ConnectorConfig
+from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ CONNECTOR_KINDS = {
                       CloudPubSubSourceConfig, ("pubsub", "kafka", "spark")),
         ConnectorKind("PubSubLiteSinkConnector", "com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
                       None, ("kafka", "pubsub", "spark")),
+        ConnectorKind("S3BlockGzipSinkConnector", "bridge.s3.S3BlockGzipSinkConnector",
+                      S3BlockGzipSinkConfig, ("kafka", "s3", "spark")),
         ConnectorKind("PubSubLiteSourceConnector", "com.google.pubsublite.kafka.source.PubSubLiteSourceConnector",
                       None, ("pubsub", "kafka", "spark")),
     )

@@ -1,11 +1,11 @@
 """Dagster resources: thin wrappers that hand connection settings to the Dagster-free connectors."""
 
-from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource
+from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource, S3BlockGzipSinkResource
 from resources.defaults import default_resources
 from resources.kafka import KafkaResource
 from resources.pubsub import PubSubResource
 from resources.spark import SparkResource
 
 __all__ = [
-    "CloudPubSubSinkResource", "CloudPubSubSourceResource", "KafkaResource", "PubSubResource", "SparkResource", "default_resources",
+    "CloudPubSubSinkResource", "CloudPubSubSourceResource", "KafkaResource", "PubSubResource", "S3BlockGzipSinkResource", "SparkResource", "default_resources",
 ]

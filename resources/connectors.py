@@ -8,6 +8,8 @@ from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_source.batch import SourceBatchResult, run_source_batch
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.config.bridges_file import Bridge
+from connectors.s3_block_gzip_sink.batch import ArchiveBatchResult, run_archive_batch
+from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.kafka.admin import Offsets
 from resources.kafka import KafkaResource
 from resources.pubsub import PubSubResource
@@ -39,3 +41,13 @@ class CloudPubSubSourceResource(ConfigurableResource):
         return run_source_batch(
             self.spark.session(), config, self.pubsub.connection_for(config), self.kafka.admin(), bridge.batch
         )
+
+
+class S3BlockGzipSinkResource(ConfigurableResource):
+    kafka: ResourceDependency[KafkaResource]
+    spark: ResourceDependency[SparkResource]
+
+    def run_batch(self, bridge: Bridge) -> ArchiveBatchResult:
+        config = bridge.config
+        assert isinstance(config, S3BlockGzipSinkConfig)
+        return run_archive_batch(self.spark.session(), config, self.kafka.admin(), bridge.batch, bridge.consumer_group)

@@ -6,7 +6,7 @@ from typing import Any
 
 from dagster import EnvVar
 
-from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource
+from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource, S3BlockGzipSinkResource
 from resources.kafka import KafkaResource
 from resources.pubsub import PubSubResource
 from resources.spark import SparkResource
@@ -36,4 +36,5 @@ def default_resources() -> dict[str, Any]:
         "spark": spark,
         "cloud_pubsub_sink": CloudPubSubSinkResource(kafka=kafka, pubsub=pubsub, spark=spark),
         "cloud_pubsub_source": CloudPubSubSourceResource(kafka=kafka, pubsub=pubsub, spark=spark),
+        "s3_block_gzip_sink": S3BlockGzipSinkResource(kafka=kafka, spark=spark),
     }
