@@ -15,6 +15,7 @@ from connectors.kafka.connection import KafkaConnection
 PROJECT = "local-project"
 KAFKA_TOPICS = {"demo.orders": 3, "demo.clicks": 2, "demo.orders.mirror": 3}
 PUBSUB_TOPICS = {"demo-orders": "demo-orders-sub", "demo-clicks": "demo-clicks-sub"}
+S3_BUCKET = "demo-archive"
 _CLICK_SCHEMA = {
     "type": "struct", "optional": False,
     "fields": [
@@ -48,6 +49,12 @@ def create_demo_resources(bootstrap_servers: str) -> list[str]:
             created.append(f"pubsub subscription {subscription}")
         except AlreadyExists:
             pass
+    import boto3
+
+    s3 = boto3.client("s3")  # AWS_ENDPOINT_URL points it at the local moto server
+    if S3_BUCKET not in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
+        s3.create_bucket(Bucket=S3_BUCKET)
+        created.append(f"s3 bucket {S3_BUCKET}")
     return created
 
 
