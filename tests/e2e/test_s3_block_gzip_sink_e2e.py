@@ -101,6 +101,11 @@ def test_files_indexes_members_and_cursor(stack, spark, tmp_path, unique):
     assert f"{stem}-00000-000000000025.gz" in _keys(bucket)
     assert [line for _, line in read_from_offset(s3, bucket, "arch", topic, 0, 23)] == \
         [b"p0-23", b"p0-24", b"p0-25", b"p0-26"]
+    printed = subprocess.run(
+        [sys.executable, "-m", "bridgectl.cli", "s3", "read", "--bucket", bucket, "--prefix", "arch",
+         "--topic", topic, "--partition", "0", "--offset", "12", "--limit", "3"],
+        capture_output=True, check=True).stdout
+    assert printed == b"12\tp0-12\n13\tp0-13\n14\tp0-14\n"
 
 
 def test_a_topic_that_gains_partitions(stack, spark, tmp_path, unique):
