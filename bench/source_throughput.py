@@ -71,7 +71,7 @@ def run(args, server_pids: frozenset[int]) -> None:
             # A run ends when its tasks find the subscription empty; with two tasks, one may stop while
             # the other still leases the last messages, which then wait for the next run.
             table.add(size, label, result.written, result.duration_s, memory.peak)
-    table.print(spark_start_s, f"Kafka 4 partitions; Pub/Sub: pstest emulator")
+    table.print(spark_start_s, "Kafka 4 partitions; Pub/Sub: pstest emulator")
 
 
 if __name__ == "__main__":

@@ -28,15 +28,20 @@ def _describe(bridge: Bridge) -> str:
     return f"{bridge.connector}: {route}. One run moves one micro-batch."
 
 
+def _asset_properties(bridge: Bridge) -> dict:
+    """What every bridge asset shows: key = bridge name, group = connector kind, kinds tags."""
+    return {
+        "name": bridge.name,
+        "group_name": bridge.connector,
+        "kinds": set(bridge.kind.kinds),
+        "description": _describe(bridge),
+        "tags": {"connector": bridge.connector},
+        "op_tags": {"bridge": bridge.name},
+    }
+
+
 def _cloud_pubsub_sink_asset(bridge: Bridge) -> AssetsDefinition:
-    @asset(
-        name=bridge.name,
-        group_name=bridge.connector,
-        kinds=set(bridge.kind.kinds),
-        description=_describe(bridge),
-        tags={"connector": bridge.connector},
-        op_tags={"bridge": bridge.name},
-    )
+    @asset(**_asset_properties(bridge))
     def _bridge(context: AssetExecutionContext, cloud_pubsub_sink: CloudPubSubSinkResource) -> MaterializeResult:
         recorded = recorded_kafka_offsets(context.instance, context.asset_key)
         result = cloud_pubsub_sink.run_batch(bridge, recorded)
@@ -50,14 +55,7 @@ def _cloud_pubsub_sink_asset(bridge: Bridge) -> AssetsDefinition:
 
 
 def _cloud_pubsub_source_asset(bridge: Bridge) -> AssetsDefinition:
-    @asset(
-        name=bridge.name,
-        group_name=bridge.connector,
-        kinds=set(bridge.kind.kinds),
-        description=_describe(bridge),
-        tags={"connector": bridge.connector},
-        op_tags={"bridge": bridge.name},
-    )
+    @asset(**_asset_properties(bridge))
     def _bridge(context: AssetExecutionContext, cloud_pubsub_source: CloudPubSubSourceResource) -> MaterializeResult:
         # Pub/Sub keeps the cursor (acked or not), so there is nothing of ours to resume from.
         result = cloud_pubsub_source.run_batch(bridge)
@@ -78,14 +76,7 @@ def _cloud_pubsub_source_asset(bridge: Bridge) -> AssetsDefinition:
 
 
 def _s3_block_gzip_sink_asset(bridge: Bridge) -> AssetsDefinition:
-    @asset(
-        name=bridge.name,
-        group_name=bridge.connector,
-        kinds=set(bridge.kind.kinds),
-        description=_describe(bridge),
-        tags={"connector": bridge.connector},
-        op_tags={"bridge": bridge.name},
-    )
+    @asset(**_asset_properties(bridge))
     def _bridge(context: AssetExecutionContext, s3_block_gzip_sink: S3BlockGzipSinkResource) -> MaterializeResult:
         # Resumes from the cursor objects in S3; the offsets recorded here are for the UI and the sensor.
         result = s3_block_gzip_sink.run_batch(bridge)

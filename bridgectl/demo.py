@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 import threading
-import time
 
 from confluent_kafka import Producer
 

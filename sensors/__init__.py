@@ -22,6 +22,14 @@ def _latest_run_id(instance: DagsterInstance, job_name: str) -> "str | None":
     return records[0].dagster_run.run_id if records else None
 
 
+def _run_in_flight(instance: DagsterInstance, job_name: str) -> "SkipReason | None":
+    """A bridge's runs never overlap: skip while one is queued or running."""
+    records = instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
+    if records:
+        return SkipReason(f"run {records[0].dagster_run.run_id[:8]} of this bridge is not finished")
+    return None
+
+
 def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     if bridge.connector == "CloudPubSubSourceConnector":
         return build_interval_sensor(bridge, job_name)
@@ -40,9 +48,8 @@ def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
         description=f"Starts {job_name} every interval when no run of it is in flight",
     )
     def _interval_sensor(context: SensorEvaluationContext):
-        in_flight = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
-        if in_flight:
-            return SkipReason(f"run {in_flight[0].dagster_run.run_id[:8]} of this bridge is not finished")
+        if busy := _run_in_flight(context.instance, job_name):
+            return busy
         # One request per finished run: a double evaluation cannot start two.
         return RunRequest(run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}",
                           tags={"bridge": bridge.name})
@@ -59,9 +66,8 @@ def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
         description=f"Starts {job_name} when Kafka has records the bridge has not moved yet",
     )
     def _lag_sensor(context: SensorEvaluationContext, kafka: KafkaResource):
-        in_flight = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
-        if in_flight:
-            return SkipReason(f"run {in_flight[0].dagster_run.run_id[:8]} of this bridge is not finished")
+        if busy := _run_in_flight(context.instance, job_name):
+            return busy
         config = bridge.config
         admin = kafka.admin()
         partitions = admin.partitions(config.topic_list() or None, config.topics_regex)

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -70,3 +75,28 @@ def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None 
     path = directory / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [entry]}))
     return str(path)
+
+
+def cli_run(tmp_path: Path, bridges_file: str, name: str) -> tuple[list[str], dict[str, str]]:
+    """The documented command line, `dagster asset materialize -m bridge_assets --select <name>`,
+    with its environment: this bridges file and a Dagster instance of its own."""
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir(exist_ok=True)
+    env = {**os.environ, "BRIDGES_FILE": bridges_file, "DAGSTER_HOME": str(dagster_home)}
+    command = [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
+               "-m", "bridge_assets", "--select", name]
+    return command, env
+
+
+def kill_run_midway(command: list[str], env: dict[str, str], started: Callable[[], bool],
+                    timeout_s: float = 120) -> None:
+    """Start a run and SIGKILL its whole process group (Dagster, Spark's JVM and workers) as soon as
+    `started()` says it is part-way through; fail if it finished first."""
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and run.poll() is None and not started():
+        time.sleep(0.2)
+    assert run.poll() is None, "the run finished before it could be killed mid-batch"
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -17,7 +16,7 @@ from bridge_assets.recorded_offsets import recorded_kafka_offsets
 from resources import default_resources
 from connectors.cloud_pubsub.clients import PubSubConnection
 from tests.e2e.helpers import (
-    PROJECT, create_pubsub_topic, drain, kafka_admin, produce, produce_to_partition, sink_bridges_file,
+    PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, produce, produce_to_partition, sink_bridges_file,
 )
 
 pytestmark = pytest.mark.e2e
@@ -101,12 +100,7 @@ def test_dagster_cli_materialize_moves_records_then_only_new_ones(stack, tmp_pat
     topic, name = f"cli-{unique}", f"cli_{unique}"
     kafka_admin().create_topic(topic, partitions=2)
     subscription = create_pubsub_topic(topic)
-    bridges = sink_bridges_file(tmp_path, name, topic)
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    env = {**os.environ, "BRIDGES_FILE": bridges, "DAGSTER_HOME": str(dagster_home)}
-    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
-    command = [dagster, "asset", "materialize", "-m", "bridge_assets", "--select", name]
+    command, env = cli_run(tmp_path, sink_bridges_file(tmp_path, name, topic), name)
 
     produce(topic, [(None, f"a{i}") for i in range(50)])
     subprocess.run(command, env=env, check=True, capture_output=True)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -16,7 +14,7 @@ from google.cloud import pubsub_v1
 from bridge_assets.definitions import build_definitions
 from bridge_assets.recorded_offsets import recorded_kafka_offsets
 from resources import default_resources
-from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
+from tests.e2e.helpers import cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, produce, sink_bridges_file
 
 pytestmark = pytest.mark.e2e
 
@@ -83,31 +81,24 @@ def test_a_run_killed_mid_batch_loses_nothing(stack, tmp_path, unique):
     topic, name = f"killed-{unique}", f"killed_{unique}"
     kafka_admin().create_topic(topic, partitions=2)
     subscription = create_pubsub_topic(topic)
-    bridges = sink_bridges_file(tmp_path, name, topic, JSON_VALUES)
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    env = {**os.environ, "BRIDGES_FILE": bridges, "DAGSTER_HOME": str(dagster_home)}
+    command, env = cli_run(tmp_path, sink_bridges_file(tmp_path, name, topic, JSON_VALUES), name)
     expected = {f'"r{i}"'.encode() for i in range(60_000)}
     produce(topic, [(None, value) for value in expected])
 
-    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
-    run = subprocess.Popen([dagster, "asset", "materialize", "-m", "bridge_assets", "--select", name], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     subscriber = pubsub_v1.SubscriberClient()
     received: list[bytes] = []
-    deadline = time.monotonic() + 120
-    while not received and time.monotonic() < deadline and run.poll() is None:
+
+    def some_messages_arrived() -> bool:
         response = subscriber.pull(subscription=subscription, max_messages=1000, timeout=5)
-        received += [m.message.data for m in response.received_messages]
+        received.extend(m.message.data for m in response.received_messages)
         if response.received_messages:
             subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
-    assert run.poll() is None, "the run finished before it could be killed mid-batch"
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
+        return bool(received)
+
+    kill_run_midway(command, env, some_messages_arrived)
     assert 0 < len(received) < len(expected)
 
     # The killed run recorded nothing; the next run re-reads the whole range.
-    subprocess.run([dagster, "asset", "materialize", "-m", "bridge_assets", "--select", name], env=env,
-                   check=True, capture_output=True)
+    subprocess.run(command, env=env, check=True, capture_output=True)
     received += [m.data for m in drain(subscription)]
     assert set(received) == {v.strip(b'"') for v in expected}

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -17,7 +15,7 @@ from google.cloud import pubsub_v1
 from bridge_assets.definitions import build_definitions
 from connectors.cloud_pubsub_source.partitioning import java_string_hash
 from resources import default_resources
-from tests.e2e.helpers import PROJECT, create_pubsub_topic, drain, kafka_admin
+from tests.e2e.helpers import PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway
 
 pytestmark = pytest.mark.e2e
 
@@ -112,23 +110,10 @@ def test_a_run_killed_between_write_and_ack_loses_nothing(stack, tmp_path, uniqu
     subscription = create_pubsub_topic(topic)
     expected = {f"v{i}".encode() for i in range(20_000)}
     _publish(topic, [(v, {}) for v in expected])
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    env = {**os.environ, "DAGSTER_HOME": str(dagster_home),
-           "BRIDGES_FILE": _source_bridges(tmp_path, name, subscription, topic, {"cps.maxBatchSize": 100})}
-    command = [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
-               "-m", "bridge_assets", "--select", name]
-
-    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
-    admin, deadline = kafka_admin(), time.monotonic() + 120
-    while time.monotonic() < deadline and run.poll() is None:
-        if sum(admin.end_offsets({topic: [0, 1]})[topic].values()) > 0:
-            break
-        time.sleep(0.2)
-    assert run.poll() is None, "the run finished before it could be killed mid-batch"
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
+    command, env = cli_run(tmp_path, _source_bridges(tmp_path, name, subscription, topic, {"cps.maxBatchSize": 100}),
+                           name)
+    admin = kafka_admin()
+    kill_run_midway(command, env, lambda: sum(admin.end_offsets({topic: [0, 1]})[topic].values()) > 0)
     time.sleep(11)  # the emulator's 10 s ack deadline: what the killed run leased comes back after it
 
     subprocess.run(command, env=env, check=True, capture_output=True)

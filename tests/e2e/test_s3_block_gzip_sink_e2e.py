@@ -6,7 +6,6 @@ import datetime
 import gzip
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from dagster import DagsterInstance, materialize
 from bridge_assets.definitions import build_definitions
 from connectors.s3_block_gzip_sink.reader import read_from_offset
 from resources import default_resources
-from tests.e2e.helpers import kafka_admin
+from tests.e2e.helpers import cli_run, kafka_admin, kill_run_midway
 
 pytestmark = pytest.mark.e2e
 # Record timestamps: recent, or the broker's 7-day retention deletes them mid-test.
@@ -132,20 +131,8 @@ def test_a_killed_run_leaves_no_gap_and_no_second_copy(stack, tmp_path, unique):
     s3.create_bucket(Bucket=bucket)
     count = 60_000
     _produce(topic, 0, [f"r{i:06d}-" + "x" * 200 for i in range(count)])
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    env = {**os.environ, "DAGSTER_HOME": str(dagster_home),
-           "BRIDGES_FILE": _bridges(tmp_path, name, topic, bucket, {"flush.size": 2000})}
-    command = [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
-               "-m", "bridge_assets", "--select", name]
-    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and run.poll() is None and not any(k.endswith(".gz") for k in _keys(bucket)):
-        time.sleep(0.2)
-    assert run.poll() is None, "the run finished before it could be killed mid-batch"
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
+    command, env = cli_run(tmp_path, _bridges(tmp_path, name, topic, bucket, {"flush.size": 2000}), name)
+    kill_run_midway(command, env, lambda: any(k.endswith(".gz") for k in _keys(bucket)))
     assert 0 < sum(k.endswith(".gz") for k in _keys(bucket)) < count // 2000
 
     second = subprocess.run(command, env=env, capture_output=True, text=True)
