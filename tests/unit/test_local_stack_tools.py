@@ -1,0 +1,21 @@
+import pytest
+
+from bridgectl import fetch
+from bridgectl.local_stack import LocalStack
+
+
+def test_a_missing_tool_is_one_line_naming_what_to_install(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(fetch.MissingToolError) as err:
+        fetch.require_tool("mvn", "Apache Maven, to fetch jars from Maven Central")
+    assert str(err.value) == "`mvn` not found on PATH: install it (Apache Maven, to fetch jars from Maven Central)."
+
+
+def test_ports_are_chosen_once_and_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRIDGE_KAFKA_PORT", "29092")
+    stack = LocalStack(home=tmp_path)
+    assert stack.ports()["kafka"] == 29092
+    monkeypatch.setenv("BRIDGE_KAFKA_PORT", "39092")
+    assert LocalStack(home=tmp_path).ports()["kafka"] == 29092  # Kafka's metadata log remembers its ports
+    assert stack.env()["KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:29092"
+    assert [s.running for s in stack.status()] == [False, False, False]
