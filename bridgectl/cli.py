@@ -70,6 +70,22 @@ def env() -> None:
         click.echo(f"export {name}={shlex.quote(value)}")
 
 
+@main.command("demo-setup")
+def demo_setup() -> None:
+    """Create the demo topics, subscriptions and bucket on the running local stack (idempotent)."""
+    from bridgectl.demo import create_demo_resources
+
+    stack = LocalStack()
+    if not all(s.running for s in stack.status()):
+        _fail("the local stack is not running: bridgectl local up")
+    os.environ.update(stack.env())
+    created = create_demo_resources(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
+    for item in created:
+        console.print(f"created {item}")
+    if not created:
+        console.print("the demo resources exist already")
+
+
 @main.command()
 @click.option("--port", default=3000, show_default=True, help="Dagster UI port")
 @click.option("--rate", default=20, show_default=True, help="demo records per second per topic")
