@@ -6,23 +6,16 @@ Usage: python -m bench.archive_throughput [--records 100000] [--sizes 1024]
 
 from __future__ import annotations
 
-import argparse
 import os
 import uuid
 
-from bench.common import ResultTable, bench_stack, warm_spark
+from bench.common import ResultTable, run_benchmark, warm_spark
 from bench.process_memory import PeakMemory
 from bench.sink_throughput import produce
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--sizes", default="1024")
-    parser.add_argument("--partitions", type=int, default=4)
-    args = parser.parse_args()
-    with bench_stack() as server_pids:
-        run(args, server_pids)
+    run_benchmark(run, records=100_000, sizes="1024")
 
 
 def run(args, server_pids: frozenset[int]) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rich.console import Console
 from rich.table import Table
@@ -55,3 +56,14 @@ class ResultTable:
         console.print(self.table)
         console.print(f"Spark session start (not in the numbers above): {spark_start_s:.1f} s; "
                       f"{os.cpu_count()} cores; {note}")
+
+
+def run_benchmark(run: Callable[[argparse.Namespace, frozenset[int]], None], records: int, sizes: str) -> None:
+    """Parse the common flags, start a fresh stack, and run one benchmark against it."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=records)
+    parser.add_argument("--sizes", default=sizes, help="record sizes in bytes, comma-separated")
+    parser.add_argument("--partitions", type=int, default=4, help="Kafka partitions")
+    args = parser.parse_args()
+    with bench_stack() as server_pids:
+        run(args, server_pids)

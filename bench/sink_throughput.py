@@ -7,11 +7,10 @@ Usage: python -m bench.sink_throughput [--records 100000] [--sizes 100,1024]
 
 from __future__ import annotations
 
-import argparse
 import os
 import uuid
 
-from bench.common import ResultTable, bench_stack, warm_spark
+from bench.common import ResultTable, run_benchmark, warm_spark
 from bench.process_memory import PeakMemory
 
 SETTINGS = {
@@ -36,14 +35,7 @@ def produce(bootstrap: str, topic: str, count: int, size: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--sizes", default="100,1024")
-    parser.add_argument("--partitions", type=int, default=4)
-    args = parser.parse_args()
-
-    with bench_stack() as server_pids:
-        run(args, server_pids)
+    run_benchmark(run, records=100_000, sizes="100,1024")
 
 
 def run(args, server_pids: frozenset[int]) -> None:

@@ -7,11 +7,10 @@ Usage: python -m bench.source_throughput [--records 50000] [--sizes 100,1024]
 
 from __future__ import annotations
 
-import argparse
 import os
 import uuid
 
-from bench.common import ResultTable, bench_stack, warm_spark
+from bench.common import ResultTable, run_benchmark, warm_spark
 from bench.process_memory import PeakMemory
 
 SETTINGS = {
@@ -32,12 +31,7 @@ def publish(topic_path: str, count: int, size: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--sizes", default="100,1024")
-    args = parser.parse_args()
-    with bench_stack() as server_pids:
-        run(args, server_pids)
+    run_benchmark(run, records=50_000, sizes="100,1024")
 
 
 def run(args, server_pids: frozenset[int]) -> None:
@@ -62,7 +56,7 @@ def run(args, server_pids: frozenset[int]) -> None:
             topic_path = publisher.topic_path("bench", name)
             publisher.create_topic(name=topic_path)
             subscriber.create_subscription(name=subscriber.subscription_path("bench", name), topic=topic_path)
-            admin.create_topic(name, 4)
+            admin.create_topic(name, args.partitions)
             publish(topic_path, args.records, size)
             config = CloudPubSubSourceConfig.model_validate(
                 {"cps.project": "bench", "cps.subscription": name, "kafka.topic": name, **keys})
@@ -71,7 +65,7 @@ def run(args, server_pids: frozenset[int]) -> None:
             # A run ends when its tasks find the subscription empty; with two tasks, one may stop while
             # the other still leases the last messages, which then wait for the next run.
             table.add(size, label, result.written, result.duration_s, memory.peak)
-    table.print(spark_start_s, "Kafka 4 partitions; Pub/Sub: pstest emulator")
+    table.print(spark_start_s, f"Kafka {args.partitions} partitions; Pub/Sub: pstest emulator")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 
 from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
 
-from bridge_assets.recorded_offsets import kafka_offsets_metadata, recorded_kafka_offsets
+from sensors.recorded_offsets import kafka_offsets_metadata, recorded_kafka_offsets
 from connectors.cloud_pubsub_sink.batch import SinkBatchResult
 from connectors.config.bridges_file import Bridge
 from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource, S3BlockGzipSinkResource

@@ -9,7 +9,7 @@ from dagster import (
     SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
 )
 
-from bridge_assets.recorded_offsets import recorded_kafka_offsets
+from sensors.recorded_offsets import recorded_kafka_offsets
 from connectors.config.bridges_file import Bridge
 from resources.kafka import KafkaResource
 
@@ -30,6 +30,17 @@ def _run_in_flight(instance: DagsterInstance, job_name: str) -> "SkipReason | No
     return None
 
 
+def _sensor_properties(bridge: Bridge, job_name: str, kind: str, description: str) -> dict:
+    """Name, target, interval and on/off from the bridge's `sensor:` settings."""
+    return {
+        "name": f"{bridge.name}_{kind}",
+        "job_name": job_name,
+        "minimum_interval_seconds": bridge.sensor.interval_seconds,
+        "default_status": DefaultSensorStatus.RUNNING if bridge.sensor.enabled else DefaultSensorStatus.STOPPED,
+        "description": description,
+    }
+
+
 def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     if bridge.connector == "CloudPubSubSourceConnector":
         return build_interval_sensor(bridge, job_name)
@@ -40,13 +51,8 @@ def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     """For Pub/Sub sources: the backlog is not visible without pulling (the emulator keeps no
     metrics), so a run is requested on the interval whenever none is in flight."""
 
-    @sensor(
-        name=f"{bridge.name}_interval_sensor",
-        job_name=job_name,
-        minimum_interval_seconds=bridge.sensor.interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING if bridge.sensor.enabled else DefaultSensorStatus.STOPPED,
-        description=f"Starts {job_name} every interval when no run of it is in flight",
-    )
+    @sensor(**_sensor_properties(bridge, job_name, "interval_sensor",
+                                 f"Starts {job_name} every interval when no run of it is in flight"))
     def _interval_sensor(context: SensorEvaluationContext):
         if busy := _run_in_flight(context.instance, job_name):
             return busy
@@ -58,13 +64,8 @@ def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
 
 
 def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
-    @sensor(
-        name=f"{bridge.name}_lag_sensor",
-        job_name=job_name,
-        minimum_interval_seconds=bridge.sensor.interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING if bridge.sensor.enabled else DefaultSensorStatus.STOPPED,
-        description=f"Starts {job_name} when Kafka has records the bridge has not moved yet",
-    )
+    @sensor(**_sensor_properties(bridge, job_name, "lag_sensor",
+                                 f"Starts {job_name} when Kafka has records the bridge has not moved yet"))
     def _lag_sensor(context: SensorEvaluationContext, kafka: KafkaResource):
         if busy := _run_in_flight(context.instance, job_name):
             return busy

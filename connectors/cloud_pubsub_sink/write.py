@@ -16,6 +16,7 @@ from typing import Iterator
 import pyarrow as pa
 from google.cloud.pubsub_v1.publisher.exceptions import PublishToPausedOrderingKeyException
 
+from connectors.arrow_rows import rows_batch
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter, OutgoingMessage, RecordError
@@ -178,11 +179,4 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
          "dead_lettered": c.dead_lettered, "failed_dropped": c.failed_dropped, "bytes": c.bytes}
         for (t, p), c in counts.items()
     ]
-    yield pa.RecordBatch.from_pylist(rows, schema=_summary_arrow_schema())
-
-
-def _summary_arrow_schema() -> pa.Schema:
-    return pa.schema([
-        ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("published", pa.int64()),
-        ("skipped", pa.int64()), ("dead_lettered", pa.int64()), ("failed_dropped", pa.int64()), ("bytes", pa.int64()),
-    ])
+    yield rows_batch(rows, SUMMARY_SCHEMA)

@@ -12,6 +12,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from connectors.arrow_rows import rows_batch
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter, MessageError, PubSubMessageIn
@@ -90,10 +91,7 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
     rows = [{"kafka_partition": p, "written": n, "bytes": b, "pulled": 0, "acked": 0, "dropped": 0}
             for p, (n, b) in delivery.written.items()]
     rows.append({"kafka_partition": -1, "written": 0, "bytes": 0, **delivery.totals})
-    yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([
-        ("kafka_partition", pa.int32()), ("written", pa.int64()), ("bytes", pa.int64()),
-        ("pulled", pa.int64()), ("acked", pa.int64()), ("dropped", pa.int64()),
-    ]))
+    yield rows_batch(rows, SUMMARY_SCHEMA)
 
 
 def _unary_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery") -> None:

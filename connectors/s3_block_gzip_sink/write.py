@@ -15,6 +15,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from connectors.arrow_rows import rows_batch
 from connectors.s3_block_gzip_sink.block_gzip import BlockGzipWriter
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.layout import data_key, index_document, index_key
@@ -88,7 +89,4 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, batches: Iterator[pa.Recor
             os.unlink(f.path)
 
     rows = [{"topic": t, "partition": p, **s} for (t, p), s in stats.items()]
-    yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([
-        ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("files", pa.int64()),
-        ("bytes_uncompressed", pa.int64()), ("bytes_written", pa.int64()), ("last_index", pa.string()),
-    ]))
+    yield rows_batch(rows, SUMMARY_SCHEMA)

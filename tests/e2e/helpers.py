@@ -77,6 +77,18 @@ def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None 
     return str(path)
 
 
+def materialize_bridge(defs, name: str, instance=None) -> dict:
+    """One in-process materialization of a bridge with the default resources; its metadata."""
+    from dagster import DagsterInstance, materialize
+
+    from resources import default_resources
+
+    result = materialize([defs.get_assets_def(name)], resources=default_resources(),
+                         instance=instance or DagsterInstance.ephemeral())
+    assert result.success
+    return result.asset_materializations_for_node(name)[0].metadata
+
+
 def cli_run(tmp_path: Path, bridges_file: str, name: str) -> tuple[list[str], dict[str, str]]:
     """The documented command line, `dagster asset materialize -m bridge_assets --select <name>`,
     with its environment: this bridges file and a Dagster instance of its own."""

@@ -9,23 +9,18 @@ import subprocess
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
-from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sensor_context, materialize
+from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sensor_context
 
 from bridge_assets.definitions import build_definitions
-from bridge_assets.recorded_offsets import recorded_kafka_offsets
+from sensors.recorded_offsets import recorded_kafka_offsets
 from resources import default_resources
 from connectors.cloud_pubsub.clients import PubSubConnection
 from tests.e2e.helpers import (
-    PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, produce, produce_to_partition, sink_bridges_file,
+    PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, materialize_bridge, produce, produce_to_partition,
+    sink_bridges_file,
 )
 
 pytestmark = pytest.mark.e2e
-
-
-def _materialize(defs, name: str, instance: DagsterInstance):
-    result = materialize([defs.get_assets_def(name)], resources=default_resources(), instance=instance)
-    assert result.success
-    return result.asset_materializations_for_node(name)[0].metadata
 
 
 def test_two_runs_move_every_record_once_and_resume(stack, spark, tmp_path, unique):
@@ -36,7 +31,7 @@ def test_two_runs_move_every_record_once_and_resume(stack, spark, tmp_path, uniq
     instance = DagsterInstance.ephemeral()
 
     produce(topic, [(f"k{i % 5}", f"first-{i}") for i in range(300)])
-    metadata = _materialize(defs, name, instance)
+    metadata = materialize_bridge(defs, name, instance)
     first = drain(subscription)
     assert sorted(m.data.decode() for m in first) == sorted(f"first-{i}" for i in range(300))
     assert {m.attributes["key"] for m in first} == {f"k{i}" for i in range(5)}
@@ -45,14 +40,14 @@ def test_two_runs_move_every_record_once_and_resume(stack, spark, tmp_path, uniq
     assert sum(recorded[topic].values()) == 300 and sorted(recorded[topic]) == [0, 1, 2]
 
     produce(topic, [(None, f"second-{i}") for i in range(120)])
-    metadata = _materialize(defs, name, instance)
+    metadata = materialize_bridge(defs, name, instance)
     second = drain(subscription)
     assert sorted(m.data.decode() for m in second) == sorted(f"second-{i}" for i in range(120))
     assert metadata["records_read"].value == 120
     assert metadata["lag_remaining"].value == 0
 
     # Nothing new: a run moves nothing and keeps the offsets.
-    metadata = _materialize(defs, name, instance)
+    metadata = materialize_bridge(defs, name, instance)
     assert drain(subscription) == []
     assert sum(recorded_kafka_offsets(instance, AssetKey(name))[topic].values()) == 420
 
@@ -67,7 +62,7 @@ def test_batch_bound_splits_a_backlog_across_runs(stack, spark, tmp_path, unique
 
     moved = []
     for expected_lag in (250, 100, 0):
-        metadata = _materialize(defs, name, instance)
+        metadata = materialize_bridge(defs, name, instance)
         assert metadata["lag_remaining"].value == expected_lag
         moved.extend(m.data.decode() for m in drain(subscription))
     assert sorted(moved) == sorted(f"v{i}" for i in range(400))
@@ -91,7 +86,7 @@ def test_sensor_requests_a_run_only_when_there_is_lag(stack, spark, tmp_path, un
     request = evaluate()
     assert isinstance(request, RunRequest) and request.tags["lag_at_request"] == "2"
     assert evaluate().run_key == request.run_key  # same state, same key: no second run
-    _materialize(defs, name, instance)
+    materialize_bridge(defs, name, instance)
     assert isinstance(evaluate(), SkipReason)
 
 
@@ -122,7 +117,7 @@ def test_first_run_starts_at_the_kafka_connect_groups_committed_offsets(stack, s
     consumer.close()
 
     defs = build_definitions(sink_bridges_file(tmp_path, name, topic))
-    _materialize(defs, name, DagsterInstance.ephemeral())
+    materialize_bridge(defs, name, DagsterInstance.ephemeral())
     assert sorted(m.data.decode() for m in drain(subscription)) == ["m6", "m7", "m8", "m9"]
 
 
@@ -137,7 +132,7 @@ def test_topics_regex_picks_up_new_topics_and_partitions(stack, spark, tmp_path,
     defs = build_definitions(bridges)
     instance = DagsterInstance.ephemeral()
     produce(first, [(None, f"a{i}") for i in range(5)])
-    _materialize(defs, name, instance)
+    materialize_bridge(defs, name, instance)
     assert sorted(m.data.decode() for m in drain(subscription)) == [f"a{i}" for i in range(5)]
 
     admin.create_topic(second, partitions=1)
@@ -145,7 +140,7 @@ def test_topics_regex_picks_up_new_topics_and_partitions(stack, spark, tmp_path,
     raw_admin.create_partitions([NewPartitions(first, 2)])[first].result(30)
     produce(second, [(None, "b0"), (None, "b1")])
     produce_to_partition(first, 1, ["a-new-partition"])
-    metadata = _materialize(defs, name, instance)
+    metadata = materialize_bridge(defs, name, instance)
     assert sorted(m.data.decode() for m in drain(subscription)) == ["a-new-partition", "b0", "b1"]
     assert set(metadata["kafka_offsets"].value) == {first, second}
 
@@ -178,7 +173,7 @@ def test_properties_file_bridge_with_struct_values(stack, spark, tmp_path, uniqu
     produce(topic, [("user-1", json.dumps({"schema": schema, "payload": {"page": "/home", "dwell_ms": 1200}}))],
             headers=[("source", b"test")])
 
-    _materialize(build_definitions(str(tmp_path / "bridges.yaml")), name, DagsterInstance.ephemeral())
+    materialize_bridge(build_definitions(str(tmp_path / "bridges.yaml")), name, DagsterInstance.ephemeral())
     [message] = drain(subscription)
     assert message.data == b"/home"
     assert dict(message.attributes) == {

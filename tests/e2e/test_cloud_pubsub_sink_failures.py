@@ -12,9 +12,11 @@ from dagster import AssetKey, DagsterInstance, materialize
 from google.cloud import pubsub_v1
 
 from bridge_assets.definitions import build_definitions
-from bridge_assets.recorded_offsets import recorded_kafka_offsets
+from sensors.recorded_offsets import recorded_kafka_offsets
 from resources import default_resources
-from tests.e2e.helpers import cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, produce, sink_bridges_file
+from tests.e2e.helpers import (
+    cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, materialize_bridge, produce, sink_bridges_file,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -47,8 +49,7 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_batch_goes_on(stack, sp
         "errors.deadletterqueue.context.headers.enable": True}))
     produce(topic, [(None, '"good-1"'), (None, "{not json"), (None, '"good-2"'), (None, "nope"), (None, '"good-3"')])
 
-    result = materialize([defs.get_assets_def(name)], resources=default_resources(), instance=DagsterInstance.ephemeral())
-    metadata = result.asset_materializations_for_node(name)[0].metadata
+    metadata = materialize_bridge(defs, name)
     assert sorted(m.data for m in drain(subscription)) == [b"good-1", b"good-2", b"good-3"]
     assert metadata["records_dead_lettered"].value == 2 and metadata["records_published"].value == 3
 

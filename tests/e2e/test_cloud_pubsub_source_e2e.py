@@ -9,13 +9,13 @@ import time
 import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
-from dagster import DagsterInstance, materialize
 from google.cloud import pubsub_v1
 
 from bridge_assets.definitions import build_definitions
 from connectors.cloud_pubsub_source.partitioning import java_string_hash
-from resources import default_resources
-from tests.e2e.helpers import PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway
+from tests.e2e.helpers import (
+    PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, materialize_bridge,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -51,13 +51,6 @@ def _consume_all(topic: str, expected: int, timeout_s: float = 60):
     return records
 
 
-def _materialize(defs, name: str):
-    result = materialize([defs.get_assets_def(name)], resources=default_resources(),
-                         instance=DagsterInstance.ephemeral())
-    assert result.success
-    return result.asset_materializations_for_node(name)[0].metadata
-
-
 def test_messages_become_exactly_one_record_each_with_key_timestamp_and_partition(stack, spark, tmp_path, unique):
     topic, name = f"src-{unique}", f"src_{unique}"
     kafka_admin().create_topic(topic, partitions=3)
@@ -68,7 +61,7 @@ def test_messages_become_exactly_one_record_each_with_key_timestamp_and_partitio
         "kafka.key.attribute": "user", "kafka.timestamp.attribute": "ts",
         "kafka.partition.scheme": "hash_key", "kafka.partition.count": 3, "cps.maxBatchSize": 50}))
 
-    metadata = _materialize(defs, name)
+    metadata = materialize_bridge(defs, name)
     records = _consume_all(topic, len(sent))
     assert sorted(r.value() for r in records) == sorted(sent)
     for r in records:
@@ -80,7 +73,7 @@ def test_messages_become_exactly_one_record_each_with_key_timestamp_and_partitio
     assert drain(subscription) == []  # everything was acknowledged
 
     # A second run finds nothing and writes nothing.
-    assert _materialize(defs, name)["records_written"].value == 0
+    assert materialize_bridge(defs, name)["records_written"].value == 0
 
 
 def test_attributes_as_headers_and_structs_as_json(stack, spark, tmp_path, unique):
@@ -89,7 +82,7 @@ def test_attributes_as_headers_and_structs_as_json(stack, spark, tmp_path, uniqu
     subscription = create_pubsub_topic(topic)
     _publish(topic, [(b"payload", {"a": "1", "b": "2"})])
     defs = build_definitions(_source_bridges(tmp_path, name, subscription, topic, {"kafka.record.headers": True}))
-    _materialize(defs, name)
+    materialize_bridge(defs, name)
     [record] = _consume_all(topic, 1)
     assert record.value() == b"payload" and record.headers() == [("a", b"1"), ("b", b"2")]
 
@@ -99,7 +92,7 @@ def test_attributes_as_headers_and_structs_as_json(stack, spark, tmp_path, uniqu
     _publish(json_topic, [(b"payload", {"b": "2", "a": "1"})])
     defs = build_definitions(_source_bridges(tmp_path, json_name, json_subscription, json_topic, {
         "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": False}))
-    _materialize(defs, json_name)
+    materialize_bridge(defs, json_name)
     [record] = _consume_all(json_topic, 1)
     assert record.value() == b'{"message":"cGF5bG9hZA==","a":"1","b":"2"}'
 
@@ -132,7 +125,7 @@ def test_streaming_pull_moves_every_message_once(stack, spark, tmp_path, unique)
         "cps.streamingPull.enabled": True, "cps.streamingPull.parallelStreams": 2,
         "cps.streamingPull.flowControlMessages": 50, "kafka.partition.count": 2}))
 
-    metadata = _materialize(defs, name)
+    metadata = materialize_bridge(defs, name)
     assert sorted(r.value() for r in _consume_all(topic, len(sent))) == sorted(sent)
     assert metadata["messages_acked"].value == 300
     assert drain(subscription) == []

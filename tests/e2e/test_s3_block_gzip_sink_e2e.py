@@ -16,12 +16,10 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
-from dagster import DagsterInstance, materialize
 
 from bridge_assets.definitions import build_definitions
 from connectors.s3_block_gzip_sink.reader import read_from_offset
-from resources import default_resources
-from tests.e2e.helpers import cli_run, kafka_admin, kill_run_midway
+from tests.e2e.helpers import cli_run, kafka_admin, kill_run_midway, materialize_bridge
 
 pytestmark = pytest.mark.e2e
 # Record timestamps: recent, or the broker's 7-day retention deletes them mid-test.
@@ -49,13 +47,6 @@ def _produce(topic: str, partition: int, values: list[str], timestamp_ms: int = 
     assert producer.flush(30) == 0
 
 
-def _materialize(defs, name: str):
-    result = materialize([defs.get_assets_def(name)], resources=default_resources(),
-                         instance=DagsterInstance.ephemeral())
-    assert result.success
-    return result.asset_materializations_for_node(name)[0].metadata
-
-
 def _keys(bucket: str) -> list[str]:
     return sorted(o["Key"] for o in _s3().list_objects_v2(Bucket=bucket).get("Contents", []))
 
@@ -69,7 +60,7 @@ def test_files_indexes_members_and_cursor(stack, spark, tmp_path, unique):
     defs = build_definitions(_bridges(tmp_path, name, topic, bucket,
                                       {"compressed_block_size": 30, "flush.size": 10}))
 
-    metadata = _materialize(defs, name)
+    metadata = materialize_bridge(defs, name)
     assert metadata["records_archived"].value == 28 and metadata["files_written"].value == 4
     stem = f"arch/{DAY}/{topic}"
     assert _keys(bucket) == sorted([
@@ -96,7 +87,7 @@ def test_files_indexes_members_and_cursor(stack, spark, tmp_path, unique):
 
     # Resume from S3: only the new records, in a new file named by its first offset.
     _produce(topic, 0, ["p0-25", "p0-26"])
-    assert _materialize(defs, name)["records_archived"].value == 2
+    assert materialize_bridge(defs, name)["records_archived"].value == 2
     assert f"{stem}-00000-000000000025.gz" in _keys(bucket)
     assert [line for _, line in read_from_offset(s3, bucket, "arch", topic, 0, 23)] == \
         [b"p0-23", b"p0-24", b"p0-25", b"p0-26"]
@@ -113,12 +104,12 @@ def test_a_topic_that_gains_partitions(stack, spark, tmp_path, unique):
     _s3().create_bucket(Bucket=bucket)
     defs = build_definitions(_bridges(tmp_path, name, topic, bucket))
     _produce(topic, 0, ["a", "b"])
-    _materialize(defs, name)
+    materialize_bridge(defs, name)
     admin = AdminClient({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
     admin.create_partitions([NewPartitions(topic, 2)])[topic].result(30)
     _produce(topic, 1, ["c"])
     _produce(topic, 0, ["d"])
-    assert _materialize(defs, name)["records_archived"].value == 2
+    assert materialize_bridge(defs, name)["records_archived"].value == 2
     s3 = _s3()
     assert [line for _, line in read_from_offset(s3, bucket, "arch", topic, 0, 0)] == [b"a", b"b", b"d"]
     assert [line for _, line in read_from_offset(s3, bucket, "arch", topic, 1, 0)] == [b"c"]
