@@ -3,15 +3,19 @@
 
 from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
 
-from sensors.recorded_offsets import kafka_offsets_metadata, recorded_kafka_offsets
-from connectors.cloud_pubsub_sink.batch import SinkBatchResult
+from sensors.recorded_offsets import (
+    kafka_offsets_metadata, lite_cursors_metadata, recorded_kafka_offsets, recorded_lite_cursors,
+)
+from connectors.kafka.sink_batch import SinkBatchResult
 from connectors.config.bridges_file import Bridge
-from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource, S3BlockGzipSinkResource
+from resources.connectors import CloudPubSubSourceResource, PubSubLiteSourceResource, S3BlockGzipSinkResource
 
 
 def build_bridge_asset(bridge: Bridge) -> AssetsDefinition:
-    builders = {"CloudPubSubSinkConnector": _cloud_pubsub_sink_asset,
+    builders = {"CloudPubSubSinkConnector": lambda b: _kafka_sink_asset(b, "cloud_pubsub_sink"),
                 "CloudPubSubSourceConnector": _cloud_pubsub_source_asset,
+                "PubSubLiteSinkConnector": lambda b: _kafka_sink_asset(b, "pubsublite_sink"),
+                "PubSubLiteSourceConnector": _pubsublite_source_asset,
                 "S3BlockGzipSinkConnector": _s3_block_gzip_sink_asset}
     return builders[bridge.connector](bridge)
 
@@ -20,8 +24,13 @@ def _describe(bridge: Bridge) -> str:
     cfg = bridge.config
     if bridge.connector == "CloudPubSubSourceConnector":
         route = f"Pub/Sub projects/{cfg.cps_project}/subscriptions/{cfg.cps_subscription} -> Kafka {cfg.kafka_topic}"
+    elif bridge.connector == "PubSubLiteSourceConnector":
+        route = f"Pub/Sub Lite {cfg.subscription_path()} -> Kafka {cfg.kafka_topic}"
     elif bridge.connector == "S3BlockGzipSinkConnector":
         route = f"Kafka {cfg.topics or f'/{cfg.topics_regex}/'} -> s3://{cfg.s3_bucket}/{cfg.key_prefix()} (Block-GZIP)"
+    elif bridge.connector == "PubSubLiteSinkConnector":
+        route = (f"Kafka {cfg.topics or f'/{cfg.topics_regex}/'} -> Pub/Sub Lite {cfg.topic_path()} "
+                 f"(ordering {cfg.pubsublite_ordering_mode})")
     else:
         source = cfg.topics or f"/{cfg.topics_regex}/"
         route = f"Kafka {source} -> Pub/Sub projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
@@ -40,11 +49,13 @@ def _asset_properties(bridge: Bridge) -> dict:
     }
 
 
-def _cloud_pubsub_sink_asset(bridge: Bridge) -> AssetsDefinition:
-    @asset(**_asset_properties(bridge))
-    def _bridge(context: AssetExecutionContext, cloud_pubsub_sink: CloudPubSubSinkResource) -> MaterializeResult:
+def _kafka_sink_asset(bridge: Bridge, resource_key: str) -> AssetsDefinition:
+    """Kafka -> somewhere, resumed from the Kafka offsets this asset recorded last."""
+
+    @asset(**_asset_properties(bridge), required_resource_keys={resource_key})
+    def _bridge(context: AssetExecutionContext) -> MaterializeResult:
         recorded = recorded_kafka_offsets(context.instance, context.asset_key)
-        result = cloud_pubsub_sink.run_batch(bridge, recorded)
+        result = getattr(context.resources, resource_key).run_batch(bridge, recorded)
         context.log.info(
             f"{result.totals['records']} records read, {result.totals['published']} published in "
             f"{result.duration_s:.1f}s; {result.plan.lag_after()} left for the next run"
@@ -71,6 +82,30 @@ def _cloud_pubsub_source_asset(bridge: Bridge) -> AssetsDefinition:
             "records_per_second": MetadataValue.float(round(result.records_per_second, 1)),
             "records_per_kafka_partition": MetadataValue.json(result.per_partition),
         })
+
+    return _bridge
+
+
+def _pubsublite_source_asset(bridge: Bridge) -> AssetsDefinition:
+    @asset(**_asset_properties(bridge))
+    def _bridge(context: AssetExecutionContext, pubsublite_source: PubSubLiteSourceResource) -> MaterializeResult:
+        recorded = recorded_lite_cursors(context.instance, context.asset_key)
+        result = pubsublite_source.run_batch(bridge, recorded)
+        context.log.info(f"{result.messages} messages moved to Kafka in {result.duration_s:.1f}s; "
+                         f"{result.backlog_after} left for the next run")
+        metadata = {
+            "lite_cursors": lite_cursors_metadata({**result.start_cursors, **result.next_cursors}),
+            "messages_written": MetadataValue.int(result.messages),
+            "bytes_written": MetadataValue.int(result.bytes),
+            "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
+            "records_per_second": MetadataValue.float(round(result.records_per_second, 1)),
+            "backlog_remaining": MetadataValue.int(result.backlog_after),
+            "head_cursors": lite_cursors_metadata(result.head_cursors),
+        }
+        if result.lost_to_retention:
+            metadata["messages_lost_to_retention"] = MetadataValue.json(
+                {str(p): n for p, n in result.lost_to_retention.items()})
+        return MaterializeResult(metadata=metadata)
 
     return _bridge
 

@@ -1,4 +1,5 @@
-"""Start, stop and describe the local servers: Kafka (KRaft), Google's pstest Pub/Sub emulator, moto.
+"""Start, stop and describe the local servers: Kafka (KRaft), Google's pstest Pub/Sub emulator, our
+Pub/Sub Lite server (bridgectl/lite_server), moto.
 
 Each server is a child process started in its own session, its pid and start time kept in
 `<home>/stack.json`, so `down` stops exactly what `up` started (by pid, never by name) and a pid
@@ -24,8 +25,8 @@ from typing import Callable
 from bridgectl import fetch
 from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_config
 
-DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "pubsub": 18085, "s3": 15000}
-SERVICES = ("kafka", "pubsub", "s3")
+DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "pubsub": 18085, "pubsublite": 18086, "s3": 15000}
+SERVICES = ("kafka", "pubsub", "pubsublite", "s3")
 READY_TIMEOUT_S = 120
 
 
@@ -83,17 +84,14 @@ class LocalStack:
     def ports(self) -> dict[str, int]:
         """Ports are chosen on the first `up` and kept, since Kafka's metadata log remembers them."""
         state = self._load_state()
-        if "ports" not in state:
-            if self._pick_free_ports:
-                ports = {name: _free_port() for name in DEFAULT_PORTS}
-            else:
-                ports = {
-                    name: int(os.environ.get(f"BRIDGE_{name.upper()}_PORT", default))
-                    for name, default in DEFAULT_PORTS.items()
-                }
-            state["ports"] = ports
+        ports = state.setdefault("ports", {})
+        missing = [name for name in DEFAULT_PORTS if name not in ports]  # also: a service added since
+        if missing:
+            for name in missing:
+                ports[name] = _free_port() if self._pick_free_ports else int(
+                    os.environ.get(f"BRIDGE_{name.upper()}_PORT", DEFAULT_PORTS[name]))
             self._save_state(state)
-        return state["ports"]
+        return ports
 
     def _alive(self, service: str) -> int | None:
         entry = self._load_state().get("pids", {}).get(service)
@@ -108,6 +106,9 @@ class LocalStack:
         return {
             "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka']}",
             "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{ports['pubsub']}",
+            "PUBSUBLITE_API_ENDPOINT": f"127.0.0.1:{ports['pubsublite']}",
+            # The Lite client always dials TLS; gRPC then trusts the local server's own certificate.
+            "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(self.lite_certificate()),
             "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}",
             # moto accepts any credentials; these keep boto3 from looking for real ones.
             "AWS_ACCESS_KEY_ID": "testing",
@@ -125,8 +126,10 @@ class LocalStack:
         ]
 
     def up(self, log: Callable[[str], None] = print) -> None:
-        starters = {"kafka": self._start_kafka, "pubsub": self._start_pubsub, "s3": self._start_s3}
-        checks = {"kafka": self._kafka_ready, "pubsub": self._pubsub_ready, "s3": self._s3_ready}
+        starters = {"kafka": self._start_kafka, "pubsub": self._start_pubsub,
+                    "pubsublite": self._start_pubsublite, "s3": self._start_s3}
+        checks = {"kafka": self._kafka_ready, "pubsub": self._pubsub_ready,
+                  "pubsublite": self._pubsublite_ready, "s3": self._s3_ready}
         started = []
         for name in SERVICES:
             if self._alive(name):
@@ -232,6 +235,17 @@ class LocalStack:
         binary = fetch.pstest_binary()
         return self._spawn("pubsub", [str(binary), "-port", str(self.ports()["pubsub"])])
 
+    def lite_certificate(self) -> Path:
+        return self.home / "pubsublite-data" / "lite-server.crt"
+
+    def _start_pubsublite(self) -> subprocess.Popen:
+        from bridgectl.lite_server.tls import ensure_certificate
+
+        data_dir = self.home / "pubsublite-data"
+        ensure_certificate(data_dir)  # before the start, so `env` names a file that exists
+        return self._spawn("pubsublite", [sys.executable, "-m", "bridgectl.lite_server",
+                                          "--port", str(self.ports()["pubsublite"]), "--data", str(data_dir)])
+
     def _start_s3(self) -> subprocess.Popen:
         return self._spawn(
             "s3", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.ports()["s3"])]
@@ -265,6 +279,9 @@ class LocalStack:
 
     def _pubsub_ready(self) -> bool:
         return _port_open(self.ports()["pubsub"])
+
+    def _pubsublite_ready(self) -> bool:
+        return _port_open(self.ports()["pubsublite"])
 
     def _s3_ready(self) -> bool:
         try:

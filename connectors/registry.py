@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.config.common import ConnectorConfig
+from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 
 
@@ -26,11 +28,11 @@ CONNECTOR_KINDS = {
         ConnectorKind("CloudPubSubSourceConnector", "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
                       CloudPubSubSourceConfig, ("pubsub", "kafka", "spark")),
         ConnectorKind("PubSubLiteSinkConnector", "com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
-                      None, ("kafka", "pubsub", "spark")),
+                      PubSubLiteSinkConfig, ("kafka", "pubsub", "spark")),
         ConnectorKind("S3BlockGzipSinkConnector", "bridge.s3.S3BlockGzipSinkConnector",
                       S3BlockGzipSinkConfig, ("kafka", "s3", "spark")),
         ConnectorKind("PubSubLiteSourceConnector", "com.google.pubsublite.kafka.source.PubSubLiteSourceConnector",
-                      None, ("pubsub", "kafka", "spark")),
+                      PubSubLiteSourceConfig, ("pubsub", "kafka", "spark")),
     )
 }
 

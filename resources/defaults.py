@@ -6,9 +6,13 @@ from typing import Any
 
 from dagster import EnvVar
 
-from resources.connectors import CloudPubSubSinkResource, CloudPubSubSourceResource, S3BlockGzipSinkResource
+from resources.connectors import (
+    CloudPubSubSinkResource, CloudPubSubSourceResource, PubSubLiteSinkResource, PubSubLiteSourceResource,
+    S3BlockGzipSinkResource,
+)
 from resources.kafka import KafkaResource
 from resources.pubsub import PubSubResource
+from resources.pubsublite import PubSubLiteResource
 from resources.spark import SparkResource
 
 
@@ -29,12 +33,20 @@ def default_resources() -> dict[str, Any]:
         emulator_host=_optional_env("PUBSUB_EMULATOR_HOST"),
         credentials_json=_optional_env("GCP_CREDENTIALS_JSON"),
     )
+    pubsublite = PubSubLiteResource(
+        api_endpoint=os.environ.get("PUBSUBLITE_API_ENDPOINT"),
+        ca_file=os.environ.get("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"),
+        credentials_json=_optional_env("GCP_CREDENTIALS_JSON"),
+    )
     spark = SparkResource(master=os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"))
     return {
         "kafka": kafka,
         "pubsub": pubsub,
+        "pubsublite": pubsublite,
         "spark": spark,
         "cloud_pubsub_sink": CloudPubSubSinkResource(kafka=kafka, pubsub=pubsub, spark=spark),
         "cloud_pubsub_source": CloudPubSubSourceResource(kafka=kafka, pubsub=pubsub, spark=spark),
+        "pubsublite_sink": PubSubLiteSinkResource(kafka=kafka, pubsublite=pubsublite, spark=spark),
+        "pubsublite_source": PubSubLiteSourceResource(kafka=kafka, pubsublite=pubsublite, spark=spark),
         "s3_block_gzip_sink": S3BlockGzipSinkResource(kafka=kafka, spark=spark),
     }

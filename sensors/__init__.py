@@ -9,9 +9,10 @@ from dagster import (
     SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
 )
 
-from sensors.recorded_offsets import recorded_kafka_offsets
+from sensors.recorded_offsets import recorded_kafka_offsets, recorded_lite_cursors
 from connectors.config.bridges_file import Bridge
 from resources.kafka import KafkaResource
+from resources.pubsublite import PubSubLiteResource
 
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
@@ -44,6 +45,8 @@ def _sensor_properties(bridge: Bridge, job_name: str, kind: str, description: st
 def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     if bridge.connector == "CloudPubSubSourceConnector":
         return build_interval_sensor(bridge, job_name)
+    if bridge.connector == "PubSubLiteSourceConnector":
+        return build_lite_backlog_sensor(bridge, job_name)
     return build_kafka_lag_sensor(bridge, job_name)
 
 
@@ -61,6 +64,28 @@ def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
                           tags={"bridge": bridge.name})
 
     return _interval_sensor
+
+
+def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+    """For Lite sources: head cursors against the cursors the bridge resumes from (cheap unary calls)."""
+
+    @sensor(**_sensor_properties(bridge, job_name, "backlog_sensor",
+                                 f"Starts {job_name} when Pub/Sub Lite has messages the bridge has not moved yet"))
+    def _backlog_sensor(context: SensorEvaluationContext, pubsublite: PubSubLiteResource):
+        from connectors.pubsublite_source.batch import lite_positions
+
+        if busy := _run_in_flight(context.instance, job_name):
+            return busy
+        recorded = recorded_lite_cursors(context.instance, AssetKey(bridge.name))
+        starts, heads = lite_positions(pubsublite.connection_for(bridge.config), bridge.config, recorded)
+        backlog = sum(max(0, heads[p] - starts[p]) for p in heads)
+        if backlog == 0:
+            return SkipReason("no new messages")
+        state = json.dumps([_latest_run_id(context.instance, job_name), heads], sort_keys=True)
+        return RunRequest(run_key=hashlib.sha256(state.encode()).hexdigest()[:24],
+                          tags={"bridge": bridge.name, "backlog_at_request": str(backlog)})
+
+    return _backlog_sensor
 
 
 def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:

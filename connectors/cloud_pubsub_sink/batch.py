@@ -1,10 +1,8 @@
-"""Driver side of the sink: plan one micro-batch, run it on Spark, report where it got to."""
+"""Driver side of the Cloud Pub/Sub sink: one micro-batch of the shared Kafka sink plan."""
 
 from __future__ import annotations
 
 import functools
-import time
-from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -12,26 +10,10 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.write import SUMMARY_SCHEMA, SinkTask, publish_arrow_batches
 from connectors.config.bridges_file import BatchSettings
-from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
-from connectors.kafka.spark_read import read_offset_ranges
+from connectors.kafka.admin import KafkaAdmin, Offsets
+from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
 
-COUNTERS = ("records", "published", "skipped", "dead_lettered", "failed_dropped", "bytes")
-
-
-@dataclass
-class SinkBatchResult:
-    plan: BatchPlan
-    duration_s: float
-    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
-    per_partition: dict[str, dict[str, int]] = field(default_factory=dict)  # "topic-partition" -> counts
-
-    @property
-    def next_offsets(self) -> Offsets:
-        return self.plan.next_offsets
-
-    @property
-    def records_per_second(self) -> float:
-        return self.totals["records"] / self.duration_s if self.duration_s > 0 else 0.0
+__all__ = ["SinkBatchResult", "run_sink_batch"]
 
 
 def run_sink_batch(
@@ -44,25 +26,6 @@ def run_sink_batch(
     batch: BatchSettings,
     consumer_group: str,
 ) -> SinkBatchResult:
-    """Move records from the recorded offsets towards the end offsets seen now.
-
-    Returns only after Pub/Sub acknowledged every message (or the DLQ took it); raises otherwise,
-    and then nothing may be recorded: the next run reads the same range again.
-    """
-    started = time.monotonic()
-    partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
-    plan = kafka.plan_batch(partitions, recorded, batch.max_records, batch.initial_offsets, consumer_group)
-    result = SinkBatchResult(plan=plan, duration_s=0.0)
-    if plan.total_records:
-        task = SinkTask(bridge_name, config, connection, kafka.connection.librdkafka_config())
-        frame = read_offset_ranges(spark, kafka.connection, plan.ranges)
-        frame = frame.selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").drop("timestamp")
-        rows = frame.mapInArrow(functools.partial(publish_arrow_batches, task), SUMMARY_SCHEMA).collect()
-        for row in rows:
-            counts = result.per_partition.setdefault(f"{row['topic']}-{row['partition']}", dict.fromkeys(COUNTERS, 0))
-            for name in COUNTERS:
-                counts[name] += row[name]
-                result.totals[name] += row[name]
-    result.duration_s = time.monotonic() - started
-    return result
-
+    task = SinkTask(bridge_name, config, connection, kafka.connection.librdkafka_config())
+    return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
+                                functools.partial(publish_arrow_batches, task), SUMMARY_SCHEMA)

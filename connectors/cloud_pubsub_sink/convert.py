@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-from connectors.kafka.record import KafkaRecord
+from connectors.kafka.record import KafkaRecord, RecordError
 from connectors.kafka_connect.bytes_text import BASE64, bytes_to_text
 from connectors.kafka_connect.converters import ConversionError
 from connectors.kafka_connect.data import Schema, Struct
@@ -25,10 +25,6 @@ MAX_ORDERING_KEY_BYTES = 1024
 MAX_MESSAGE_BYTES = 10_000_000
 KEY_ATTRIBUTE = "key"
 _PACK = {"INT8": ">b", "INT16": ">h", "INT32": ">i", "INT64": ">q", "FLOAT32": ">f", "FLOAT64": ">d"}
-
-
-class RecordError(ValueError):
-    """This record can never become a valid Pub/Sub message (a poison record)."""
 
 
 @dataclass

@@ -19,9 +19,9 @@ from google.cloud.pubsub_v1.publisher.exceptions import PublishToPausedOrderingK
 from connectors.arrow_rows import rows_batch
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter, OutgoingMessage, RecordError
+from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter, OutgoingMessage
 from connectors.kafka.dead_letter import DeadLetterQueue
-from connectors.kafka.record import KafkaRecord
+from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +78,6 @@ def _publisher(task: SinkTask, single: bool = False):
     return task.connection.publisher(batch, options, threshold)
 
 
-def _records(batch: pa.RecordBatch) -> Iterator[KafkaRecord]:
-    columns = batch.to_pydict()
-    for i in range(batch.num_rows):
-        yield KafkaRecord(
-            topic=columns["topic"][i], partition=columns["partition"][i], offset=columns["offset"][i],
-            key=columns["key"][i], value=columns["value"][i],
-            timestamp_ms=columns["timestamp_ms"][i], timestamp_type=columns["timestampType"][i],
-            headers=[(h["key"], h["value"]) for h in (columns["headers"][i] or [])],
-        )
-
-
 def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     cfg = task.config
     converter = CloudPubSubSinkConverter(cfg)
@@ -140,7 +129,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
 
     try:
         for batch in batches:
-            for record in _records(batch):
+            for record in records_from_arrow(batch):
                 c = counts[(record.topic, record.partition)]
                 c.records += 1
                 c.bytes += len(record.value or b"") + len(record.key or b"")

@@ -177,7 +177,7 @@ class KafkaAdmin:
                     start = earliest[topic][p]
                 starts.setdefault(topic, {})[p] = min(start, ends[topic][p])
 
-        budgets = _share_budget(
+        budgets = share_budget(
             {(t, p): ends[t][p] - starts[t][p] for t in starts for p in starts[t]}, max_records
         )
         ranges = [
@@ -189,7 +189,7 @@ class KafkaAdmin:
         return BatchPlan(ranges, next_offsets, ends, skipped)
 
 
-def _share_budget(lags: dict[tuple[str, int], int], budget: int) -> dict[tuple[str, int], int]:
+def share_budget(lags: dict, budget: int) -> dict:
     """Water-filling: each partition gets an equal share; what small partitions leave goes to the rest."""
     shares = {tp: 0 for tp in lags}
     pending = sorted((lag, tp) for tp, lag in lags.items() if lag > 0)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
 
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
@@ -21,3 +24,19 @@ class KafkaRecord:
     @property
     def where(self) -> str:
         return f"topic {self.topic} partition {self.partition} offset {self.offset}"
+
+
+class RecordError(ValueError):
+    """This record can never become a valid message (a poison record)."""
+
+
+def records_from_arrow(batch: pa.RecordBatch) -> Iterator[KafkaRecord]:
+    """Records from a batch of Spark's Kafka source rows (timestamp as `timestamp_ms`)."""
+    columns = batch.to_pydict()
+    for i in range(batch.num_rows):
+        yield KafkaRecord(
+            topic=columns["topic"][i], partition=columns["partition"][i], offset=columns["offset"][i],
+            key=columns["key"][i], value=columns["value"][i],
+            timestamp_ms=columns["timestamp_ms"][i], timestamp_type=columns["timestampType"][i],
+            headers=[(h["key"], h["value"]) for h in (columns["headers"][i] or [])],
+        )

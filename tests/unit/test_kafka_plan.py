@@ -1,13 +1,13 @@
-from connectors.kafka.admin import _share_budget
+from connectors.kafka.admin import share_budget
 from connectors.kafka_connect.java_text import java_double_to_string, java_float_to_string
 
 
 def test_budget_is_shared_fairly_and_leftovers_go_to_bigger_partitions():
     lags = {("t", 0): 10, ("t", 1): 1000, ("t", 2): 1000, ("t", 3): 0}
-    shares = _share_budget(lags, 300)
+    shares = share_budget(lags, 300)
     assert shares == {("t", 0): 10, ("t", 1): 145, ("t", 2): 145, ("t", 3): 0}
-    assert _share_budget(lags, 10_000) == lags
-    assert sum(_share_budget({("t", p): 5 for p in range(10)}, 3).values()) == 3
+    assert share_budget(lags, 10_000) == lags
+    assert sum(share_budget({("t", p): 5 for p in range(10)}, 3).values()) == 3
 
 
 def test_java_number_text():

@@ -1,0 +1,43 @@
+"""A self-signed certificate for the local Lite server.
+
+The Lite client library always dials TLS; trusting this certificate through
+GRPC_DEFAULT_SSL_ROOTS_FILE_PATH lets the unmodified client reach loopback.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+
+def ensure_certificate(directory: Path) -> tuple[Path, Path]:
+    """(certificate, key) PEM files for localhost and 127.0.0.1, created once and reused."""
+    cert_path, key_path = directory / "lite-server.crt", directory / "lite-server.key"
+    if cert_path.exists() and key_path.exists():
+        return cert_path, key_path
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    key_path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path

@@ -1,0 +1,66 @@
+"""Driver side of a Kafka sink: plan one micro-batch, run it on Spark, report where it got to."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from connectors.config.bridges_file import BatchSettings
+from connectors.config.common import KafkaTopicsKeys
+from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
+from connectors.kafka.spark_read import read_offset_ranges
+
+# Every sink's summary rows carry these counters per Kafka partition.
+COUNTERS = ("records", "published", "skipped", "dead_lettered", "failed_dropped", "bytes")
+
+
+@dataclass
+class SinkBatchResult:
+    plan: BatchPlan
+    duration_s: float
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    per_partition: dict[str, dict[str, int]] = field(default_factory=dict)  # "topic-partition" -> counts
+
+    @property
+    def next_offsets(self) -> Offsets:
+        return self.plan.next_offsets
+
+    @property
+    def records_per_second(self) -> float:
+        return self.totals["records"] / self.duration_s if self.duration_s > 0 else 0.0
+
+
+def run_kafka_sink_batch(
+    spark: SparkSession,
+    config: KafkaTopicsKeys,
+    kafka: KafkaAdmin,
+    recorded: Offsets,
+    batch: BatchSettings,
+    consumer_group: str,
+    deliver: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    summary_schema: str,
+) -> SinkBatchResult:
+    """Move records from the recorded offsets towards the end offsets seen now.
+
+    `deliver` runs in the executors over Spark's Kafka rows and yields summary rows only after the
+    destination acknowledged every message (or the DLQ took it); any failure fails the run, and then
+    nothing may be recorded: the next run reads the same range again.
+    """
+    started = time.monotonic()
+    partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
+    plan = kafka.plan_batch(partitions, recorded, batch.max_records, batch.initial_offsets, consumer_group)
+    result = SinkBatchResult(plan=plan, duration_s=0.0)
+    if plan.total_records:
+        frame = read_offset_ranges(spark, kafka.connection, plan.ranges)
+        frame = frame.selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").drop("timestamp")
+        for row in frame.mapInArrow(deliver, summary_schema).collect():
+            counts = result.per_partition.setdefault(f"{row['topic']}-{row['partition']}", dict.fromkeys(COUNTERS, 0))
+            for name in COUNTERS:
+                counts[name] += row[name]
+                result.totals[name] += row[name]
+    result.duration_s = time.monotonic() - started
+    return result

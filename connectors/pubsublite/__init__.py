@@ -1,0 +1,1 @@
+"""Shared by both Pub/Sub Lite connectors: how to reach the service."""

@@ -1,0 +1,1 @@
+"""PubSubLiteSinkConnector: Kafka -> Pub/Sub Lite."""

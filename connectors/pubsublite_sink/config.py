@@ -1,0 +1,35 @@
+"""PubSubLiteSinkConnector keys and defaults as the reference connector defines them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from connectors.config.common import (
+    ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys,
+)
+from connectors.pubsublite.clients import parse_location, topic_path
+
+
+def check_location(value: str) -> str:
+    try:
+        parse_location(value)
+    except Exception:
+        raise ValueError(f"{value!r} is not a Pub/Sub Lite location (a region like 'us-central1' "
+                         "or a zone like 'us-central1-a')") from None
+    return value
+
+
+class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys):
+    pubsublite_project: str = Field(alias="pubsublite.project", min_length=1)
+    pubsublite_location: str = Field(alias="pubsublite.location", min_length=1)
+    pubsublite_topic: str = Field(alias="pubsublite.topic", min_length=1)
+    # DEFAULT: the library's routing (hash of the key, round robin without one);
+    # KAFKA: a record keeps its Kafka partition number as its Lite partition.
+    pubsublite_ordering_mode: Literal["DEFAULT", "KAFKA"] = Field("DEFAULT", alias="pubsublite.ordering.mode")
+
+    _location = field_validator("pubsublite_location")(check_location)
+
+    def topic_path(self):
+        return topic_path(self.pubsublite_project, self.pubsublite_location, self.pubsublite_topic)

@@ -1,0 +1,1 @@
+"""PubSubLiteSourceConnector: Pub/Sub Lite -> Kafka."""

@@ -1,0 +1,99 @@
+"""Driver side of the Lite source: plan per-partition cursor ranges, run them on Spark, then commit.
+
+Order of effects: read -> Kafka acknowledges -> cursors committed to Lite -> cursors recorded as
+asset metadata. A crash anywhere before the commit re-reads the same ranges next run
+(duplicates possible, never loss); the reference commits before delivery and can lose data.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+from connectors.config.bridges_file import BatchSettings
+from connectors.kafka.admin import KafkaAdmin, share_budget
+from connectors.pubsublite.clients import LiteConnection, region_of
+from connectors.pubsublite_source.config import PubSubLiteSourceConfig
+from connectors.pubsublite_source.write import RANGE_SCHEMA, SUMMARY_SCHEMA, LiteSourceTask, read_and_deliver
+
+LiteCursors = dict[int, int]  # Lite partition -> next offset to read
+
+
+@dataclass
+class LiteSourceBatchResult:
+    start_cursors: LiteCursors
+    head_cursors: LiteCursors
+    next_cursors: LiteCursors = field(default_factory=dict)
+    duration_s: float = 0.0
+    messages: int = 0
+    bytes: int = 0
+    lost_to_retention: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def backlog_after(self) -> int:
+        return sum(max(0, self.head_cursors[p] - self.next_cursors.get(p, self.start_cursors[p]))
+                   for p in self.head_cursors)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.messages / self.duration_s if self.duration_s > 0 else 0.0
+
+
+def lite_positions(connection: LiteConnection, config: PubSubLiteSourceConfig,
+                   recorded: LiteCursors) -> tuple[LiteCursors, LiteCursors]:
+    """(start, head) per partition: start from the recorded cursors, else the subscription's committed
+    cursor (a new partition, or a bridge's first run); head is where publishing is now."""
+    path = config.subscription_path()
+    region = region_of(path.location)
+    from google.cloud.pubsublite.types import TopicPath
+
+    admin = connection.admin(region)
+    topic = TopicPath.parse(admin.get_subscription(path).topic)
+    partition_count = admin.get_topic_partition_count(topic)
+    committed = {c.partition: c.cursor.offset
+                 for c in connection.cursor_service(region).list_partition_cursors(request={"parent": str(path)})}
+    stats = connection.topic_stats_service(region)
+    heads = {p: stats.compute_head_cursor(request={"topic": str(topic), "partition": p}).head_cursor.offset
+             for p in range(partition_count)}
+    starts = {p: recorded.get(p, committed.get(p, 0)) for p in range(partition_count)}
+    return starts, heads
+
+
+def run_lite_source_batch(
+    spark: SparkSession,
+    config: PubSubLiteSourceConfig,
+    connection: LiteConnection,
+    kafka: KafkaAdmin,
+    recorded: LiteCursors,
+    batch: BatchSettings,
+) -> LiteSourceBatchResult:
+    started = time.monotonic()
+    kafka_partitions = kafka.partitions([config.kafka_topic]).get(config.kafka_topic)
+    if kafka_partitions is None:
+        raise ValueError(f"kafka.topic {config.kafka_topic!r} does not exist")
+    starts, heads = lite_positions(connection, config, recorded)
+    budgets = share_budget({p: max(0, heads[p] - starts[p]) for p in heads}, batch.max_records)
+    ranges = [{"lite_partition": p, "start_offset": starts[p], "end_offset": starts[p] + n}
+              for p, n in sorted(budgets.items()) if n > 0]
+    result = LiteSourceBatchResult(start_cursors=starts, head_cursors=heads)
+    if ranges:
+        task = LiteSourceTask(config, connection, kafka.connection.librdkafka_config(), len(kafka_partitions))
+        frame = spark.createDataFrame(ranges, RANGE_SCHEMA).repartition(min(len(ranges), batch.parallelism))
+        rows = frame.mapInArrow(functools.partial(read_and_deliver, task), SUMMARY_SCHEMA).collect()
+        cursor_service = connection.cursor_service(region_of(config.subscription_path().location))
+        for row in rows:
+            partition = row["lite_partition"]
+            result.next_cursors[partition] = row["next_cursor"]
+            result.messages += row["messages"]
+            result.bytes += row["bytes"]
+            if row["lost"]:
+                result.lost_to_retention[partition] = row["lost"]
+            # Kafka has every record of this range: now the cursor may move.
+            cursor_service.commit_cursor(request={
+                "subscription": str(config.subscription_path()), "partition": partition,
+                "cursor": {"offset": row["next_cursor"]}})
+    result.duration_s = time.monotonic() - started
+    return result

@@ -1,0 +1,28 @@
+"""PubSubLiteSourceConnector keys and defaults as the reference connector defines them."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from connectors.config.common import ConnectorConfig, ConverterKeys, GcpCredentialsKeys
+from connectors.pubsublite.clients import subscription_path
+from connectors.pubsublite_sink.config import check_location
+
+JAVA_LONG_MAX = 2**63 - 1
+
+
+class PubSubLiteSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys):
+    pubsublite_project: str = Field(alias="pubsublite.project", min_length=1)
+    pubsublite_location: str = Field(alias="pubsublite.location", min_length=1)
+    pubsublite_subscription: str = Field(alias="pubsublite.subscription", min_length=1)
+    kafka_topic: str = Field(alias="kafka.topic", min_length=1)
+    # Tokens granted to the server per Lite partition: messages and bytes read but not yet handed to Kafka.
+    partition_flow_control_messages: int = Field(
+        JAVA_LONG_MAX, alias="pubsublite.partition_flow_control.messages", ge=1, le=JAVA_LONG_MAX)
+    partition_flow_control_bytes: int = Field(
+        20_000_000, alias="pubsublite.partition_flow_control.bytes", ge=1, le=JAVA_LONG_MAX)
+
+    _location = field_validator("pubsublite_location")(check_location)
+
+    def subscription_path(self):
+        return subscription_path(self.pubsublite_project, self.pubsublite_location, self.pubsublite_subscription)

@@ -1,0 +1,47 @@
+"""Pub/Sub Lite SequencedMessage -> Kafka record, one to one as the reference PubSubLiteSourceTask.
+
+Key bytes (empty -> null), data -> value, every attribute value -> a header of that key,
+event_time else publish_time -> timestamp (epoch ms). Null keys go round robin over the Kafka
+partitions; non-empty keys are left to the producer's murmur2 partitioner, so equal keys share a
+partition and land where a Java producer would put them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from connectors.kafka_connect.data import OPTIONAL_BYTES
+
+
+@dataclass
+class LiteRecord:
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    partition: int | None  # None: the producer's partitioner decides (keyed records)
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+class PubSubLiteSourceConverter:
+    def __init__(self, config, kafka_partition_count: int, round_robin_start: int = 0):
+        self.key_converter = config.key_converter_instance()
+        self.value_converter = config.value_converter_instance()
+        self.kafka_partition_count = kafka_partition_count
+        self._next = round_robin_start
+
+    def convert(self, sequenced) -> LiteRecord:
+        """`sequenced` is a raw google.cloud.pubsublite.v1.SequencedMessage."""
+        message = sequenced.message
+        stamp = message.event_time if message.HasField("event_time") else sequenced.publish_time
+        key = bytes(message.key) or None
+        partition = None
+        if key is None:
+            partition = self._next % self.kafka_partition_count
+            self._next += 1
+        headers = [(name, bytes(value)) for name in sorted(message.attributes)
+                   for value in message.attributes[name].values]
+        return LiteRecord(
+            key=self.key_converter.from_connect(OPTIONAL_BYTES, key),
+            value=self.value_converter.from_connect(OPTIONAL_BYTES, bytes(message.data)),
+            timestamp_ms=stamp.ToMilliseconds(), partition=partition, headers=headers,
+        )
