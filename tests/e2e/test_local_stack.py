@@ -9,7 +9,8 @@ pytestmark = pytest.mark.e2e
 
 
 def test_every_server_runs_and_answers(stack):
-    assert [(s.name, s.running) for s in stack.status()] == [("kafka", True), ("pubsub", True), ("pubsublite", True), ("s3", True)]
+    assert [(s.name, s.running) for s in stack.status()] == [
+        ("kafka", True), ("pubsub", True), ("pubsublite", True), ("s3", True)]
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     s3.create_bucket(Bucket="stack-check")
     assert "stack-check" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
@@ -25,3 +26,5 @@ def test_up_is_idempotent_and_env_prints_exports(stack):
     assert f"export KAFKA_BOOTSTRAP_SERVERS={os.environ['KAFKA_BOOTSTRAP_SERVERS']}" in out.splitlines()
     assert f"export PUBSUB_EMULATOR_HOST={os.environ['PUBSUB_EMULATOR_HOST']}" in out.splitlines()
     assert any(line.startswith("export DAGSTER_HOME=") for line in out.splitlines())
+    assert f"export PUBSUBLITE_API_ENDPOINT={os.environ['PUBSUBLITE_API_ENDPOINT']}" in out.splitlines()
+    assert f"export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={stack.lite_certificate()}" in out.splitlines()
