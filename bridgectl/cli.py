@@ -19,6 +19,7 @@ from bridgectl.local_stack import LocalStack
 from bridgectl.paths import PROJECT_ROOT
 
 console = Console(stderr=True)
+DAGSTER_STOP_GRACE_S = 45
 
 
 def _fail(message: str) -> None:
@@ -116,27 +117,35 @@ def dev(port: int, rate: int) -> None:
     proc = subprocess.Popen(
         [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
         cwd=PROJECT_ROOT, start_new_session=True,
+        # A shell that starts us in the background (`&`) sets SIGINT to ignored, and children inherit
+        # that: dagster dev would never hear the SIGINT we forward. Give it the default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    stopping = False
+    stop_requested_at: float | None = None
 
     def stop(*_):
-        nonlocal stopping
-        if not stopping:
-            stopping = True
+        nonlocal stop_requested_at
+        if stop_requested_at is None:
+            stop_requested_at = time.monotonic()
             console.print("stopping ...")
             proc.send_signal(signal.SIGINT)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        code = proc.wait(timeout=None)
+        while (code := proc.poll()) is None:
+            # dagster dev can hang in its shutdown (seen with runs in flight); give it a while, then end it.
+            if stop_requested_at is not None and time.monotonic() - stop_requested_at > DAGSTER_STOP_GRACE_S:
+                console.print(f"dagster dev did not stop within {DAGSTER_STOP_GRACE_S}s; ending its processes")
+                break
+            time.sleep(0.5)
     finally:
         _end_process_group(proc.pid)
     traffic.stop()
     console.print(f"demo traffic stopped after {traffic.produced} records")
     if not was_running:
         stack.down(log=lambda line: console.print(line))
-    sys.exit(0 if stopping else code)
+    sys.exit(0 if stop_requested_at is not None else code)
 
 
 @main.group()

@@ -12,8 +12,10 @@ from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
 
 PROJECT = "local-project"
-KAFKA_TOPICS = {"demo.orders": 3, "demo.clicks": 2, "demo.orders.mirror": 3}
+KAFKA_TOPICS = {"demo.orders": 3, "demo.clicks": 2, "demo.orders.mirror": 3, "demo.clicks.mirror": 2}
 PUBSUB_TOPICS = {"demo-orders": "demo-orders-sub", "demo-clicks": "demo-clicks-sub"}
+LITE_LOCATION = "us-central1-a"
+LITE_TOPICS = {"demo-clicks-lite": ("demo-clicks-lite-sub", 2)}  # topic -> (subscription, partitions)
 S3_BUCKET = "demo-archive"
 _CLICK_SCHEMA = {
     "type": "struct", "optional": False,
@@ -48,12 +50,45 @@ def create_demo_resources(bootstrap_servers: str) -> list[str]:
             created.append(f"pubsub subscription {subscription}")
         except AlreadyExists:
             pass
+    created.extend(_create_lite_resources())
     import boto3
 
     s3 = boto3.client("s3")  # AWS_ENDPOINT_URL points it at the local moto server
     if S3_BUCKET not in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
         s3.create_bucket(Bucket=S3_BUCKET)
         created.append(f"s3 bucket {S3_BUCKET}")
+    return created
+
+
+def _create_lite_resources() -> list[str]:
+    import os
+
+    from google.api_core.exceptions import AlreadyExists
+    from google.cloud.pubsublite import Subscription, Topic
+
+    from connectors.pubsublite.clients import LiteConnection, subscription_path, topic_path
+
+    connection = LiteConnection(api_endpoint=os.environ["PUBSUBLITE_API_ENDPOINT"],
+                                ca_file=os.environ["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"])
+    created = []
+    for topic_id, (subscription_id, partitions) in LITE_TOPICS.items():
+        topic = topic_path(PROJECT, LITE_LOCATION, topic_id)
+        admin = connection.admin(topic.location.region)
+        try:
+            admin.create_topic(Topic(
+                name=str(topic), partition_config=Topic.PartitionConfig(count=partitions),
+                retention_config=Topic.RetentionConfig(per_partition_bytes=30 * 1024**3)))
+            created.append(f"pubsub lite topic {topic_id}")
+        except AlreadyExists:
+            pass
+        try:
+            admin.create_subscription(Subscription(
+                name=str(subscription_path(PROJECT, LITE_LOCATION, subscription_id)), topic=str(topic),
+                delivery_config=Subscription.DeliveryConfig(
+                    delivery_requirement=Subscription.DeliveryConfig.DeliveryRequirement.DELIVER_IMMEDIATELY)))
+            created.append(f"pubsub lite subscription {subscription_id}")
+        except AlreadyExists:
+            pass
     return created
 
 
