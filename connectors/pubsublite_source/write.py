@@ -88,8 +88,12 @@ def read_and_deliver(task: LiteSourceTask, batches: Iterator[pa.RecordBatch]) ->
 
     async def move_all() -> list[dict]:
         client = task.connection.async_subscriber_service(region_of(task.config.subscription_path().location))
-        return [await _move_range(task, client, writer, r["lite_partition"], r["start_offset"], r["end_offset"])
-                for r in ranges]
+        try:
+            return [await _move_range(task, client, writer, r["lite_partition"], r["start_offset"], r["end_offset"])
+                    for r in ranges]
+        finally:
+            # Closing the channel here ends the cancelled streams' request pumps before the loop closes.
+            await client.transport.close()
 
     rows = asyncio.run(move_all())
     writer.flush()  # only now are the rows true: Kafka has every record
