@@ -1,5 +1,5 @@
 """Start, stop and describe the local servers: Kafka (KRaft), Google's pstest Pub/Sub emulator, our
-Pub/Sub Lite server (bridgectl/lite_server), moto.
+Pub/Sub Lite server (bridgectl/lite_server), moto, and a Spark Connect server (the warm engine).
 
 Each server is a child process started in its own session, its pid and start time kept in
 `<home>/stack.json`, so `down` stops exactly what `up` started (by pid, never by name) and a pid
@@ -25,8 +25,10 @@ from typing import Callable
 from bridgectl import fetch
 from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_config
 
-DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "pubsub": 18085, "pubsublite": 18086, "s3": 15000}
-SERVICES = ("kafka", "pubsub", "pubsublite", "s3")
+DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "pubsub": 18085, "pubsublite": 18086, "s3": 15000,
+                 "spark": 15002}
+# spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
+SERVICES = ("kafka", "pubsub", "pubsublite", "s3", "spark")
 READY_TIMEOUT_S = 120
 
 
@@ -115,6 +117,7 @@ class LocalStack:
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": "us-east-1",
             "DAGSTER_HOME": str(default_dagster_home()),
+            "BRIDGE_SPARK_REMOTE": f"sc://127.0.0.1:{ports['spark']}",
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
 
@@ -127,9 +130,9 @@ class LocalStack:
 
     def up(self, log: Callable[[str], None] = print) -> None:
         starters = {"kafka": self._start_kafka, "pubsub": self._start_pubsub,
-                    "pubsublite": self._start_pubsublite, "s3": self._start_s3}
+                    "pubsublite": self._start_pubsublite, "s3": self._start_s3, "spark": self._start_spark}
         checks = {"kafka": self._kafka_ready, "pubsub": self._pubsub_ready,
-                  "pubsublite": self._pubsublite_ready, "s3": self._s3_ready}
+                  "pubsublite": self._pubsublite_ready, "s3": self._s3_ready, "spark": self._spark_ready}
         started = []
         for name in SERVICES:
             if self._alive(name):
@@ -246,6 +249,31 @@ class LocalStack:
         return self._spawn("pubsublite", [sys.executable, "-m", "bridgectl.lite_server",
                                           "--port", str(self.ports()["pubsublite"]), "--data", str(data_dir)])
 
+    def _start_spark(self) -> subprocess.Popen:
+        """Spark Connect, launched as start-connect-server.sh does (that script is not in the pyspark wheel)."""
+        import pyspark
+
+        from connectors.spark_session import ENGINE_CONF
+
+        fetch.require_tool("java", "OpenJDK 17, to run Spark")
+        spark_home = Path(pyspark.__file__).parent
+        confs = {**ENGINE_CONF, "spark.connect.grpc.binding.address": "127.0.0.1",
+                 "spark.connect.grpc.binding.port": str(self.ports()["spark"])}
+        java_options = f"-Dlog4j2.configurationFile={log4j2_config()}"
+        command = [str(spark_home / "bin" / "spark-submit"),
+                   "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+                   "--name", "kafka-pubsub-bridge-engine", "--master", os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"),
+                   "--driver-memory", os.environ.get("BRIDGE_SPARK_DRIVER_MEMORY", "2g"),
+                   "--driver-java-options", java_options, "--conf", f"spark.executor.extraJavaOptions={java_options}",
+                   "--jars", ",".join(fetch.spark_kafka_jars())]
+        for key, value in confs.items():
+            command += ["--conf", f"{key}={value}"]
+        # Its Python workers run the connectors: this interpreter has them installed, and they need
+        # the stack's environment (endpoints, the Lite certificate) like any run.
+        env = {**self.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_HOME": str(spark_home)}
+        env.pop("BRIDGE_SPARK_REMOTE")
+        return self._spawn("spark", command, env)
+
     def _start_s3(self) -> subprocess.Popen:
         return self._spawn(
             "s3", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.ports()["s3"])]
@@ -282,6 +310,9 @@ class LocalStack:
 
     def _pubsublite_ready(self) -> bool:
         return _port_open(self.ports()["pubsublite"])
+
+    def _spark_ready(self) -> bool:
+        return _port_open(self.ports()["spark"])
 
     def _s3_ready(self) -> bool:
         try:

@@ -38,7 +38,8 @@ def default_resources() -> dict[str, Any]:
         ca_file=os.environ.get("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"),
         credentials_json=_optional_env("GCP_CREDENTIALS_JSON"),
     )
-    spark = SparkResource(master=os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"))
+    spark = SparkResource(master=os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"),
+                          remote=os.environ.get("BRIDGE_SPARK_REMOTE") or None)
     return {
         "kafka": kafka,
         "pubsub": pubsub,

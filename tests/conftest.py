@@ -14,7 +14,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 @pytest.fixture(scope="session")
 def stack():
-    """Kafka, the Pub/Sub emulator and moto on free loopback ports, for the whole session."""
+    """Kafka, the Pub/Sub emulator, the Lite server, moto and Spark Connect on free loopback ports,
+    for the whole session."""
     from bridgectl.local_stack import LocalStack
     from bridgectl.paths import PROJECT_ROOT
 
@@ -24,7 +25,9 @@ def stack():
     shutil.rmtree(home, ignore_errors=True)
     local_stack = LocalStack(home=home, pick_free_ports=True)
     local_stack.up(log=lambda line: None)
-    env = {k: v for k, v in local_stack.env().items() if k != "DAGSTER_HOME"}
+    # In-process runs use the classic session of the `spark` fixture; the warm engine (Spark Connect)
+    # is used by runs in their own processes (see `spark_remote`), as Dagster runs are.
+    env = {k: v for k, v in local_stack.env().items() if k not in ("DAGSTER_HOME", "BRIDGE_SPARK_REMOTE")}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     yield local_stack
@@ -35,6 +38,12 @@ def stack():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def spark_remote(stack) -> str:
+    """The URL of the stack's Spark Connect server (the warm engine)."""
+    return stack.env()["BRIDGE_SPARK_REMOTE"]
 
 
 @pytest.fixture(scope="session")

@@ -89,12 +89,16 @@ def materialize_bridge(defs, name: str, instance=None) -> dict:
     return result.asset_materializations_for_node(name)[0].metadata
 
 
-def cli_run(tmp_path: Path, bridges_file: str, name: str) -> tuple[list[str], dict[str, str]]:
+def cli_run(tmp_path: Path, bridges_file: str, name: str,
+            spark_remote: str | None = None) -> tuple[list[str], dict[str, str]]:
     """The documented command line, `dagster asset materialize -m bridge_assets --select <name>`,
-    with its environment: this bridges file and a Dagster instance of its own."""
+    with its environment: this bridges file and a Dagster instance of its own; with `spark_remote`,
+    on the warm Spark Connect engine."""
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir(exist_ok=True)
     env = {**os.environ, "BRIDGES_FILE": bridges_file, "DAGSTER_HOME": str(dagster_home)}
+    if spark_remote:
+        env["BRIDGE_SPARK_REMOTE"] = spark_remote
     command = [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
                "-m", "bridge_assets", "--select", name]
     return command, env

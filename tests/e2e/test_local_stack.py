@@ -10,7 +10,7 @@ pytestmark = pytest.mark.e2e
 
 def test_every_server_runs_and_answers(stack):
     assert [(s.name, s.running) for s in stack.status()] == [
-        ("kafka", True), ("pubsub", True), ("pubsublite", True), ("s3", True)]
+        ("kafka", True), ("pubsub", True), ("pubsublite", True), ("s3", True), ("spark", True)]
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     s3.create_bucket(Bucket="stack-check")
     assert "stack-check" in [b["Name"] for b in s3.list_buckets()["Buckets"]]

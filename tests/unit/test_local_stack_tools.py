@@ -18,7 +18,7 @@ def test_ports_are_chosen_once_and_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("BRIDGE_KAFKA_PORT", "39092")
     assert LocalStack(home=tmp_path).ports()["kafka"] == 29092  # Kafka's metadata log remembers its ports
     assert stack.env()["KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:29092"
-    assert [s.running for s in stack.status()] == [False, False, False, False]
+    assert [s.running for s in stack.status()] == [False] * 5
 
 
 def test_a_service_added_since_the_first_up_gets_a_port(tmp_path):

@@ -1,0 +1,91 @@
+"""Every connector on the warm engine: runs in their own processes (as Dagster runs are) against the
+stack's Spark Connect server, moving exactly what is there, twice in a row."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import boto3
+import pytest
+import yaml
+from google.cloud import pubsub_v1
+
+from connectors.s3_block_gzip_sink.reader import read_from_offset
+from tests.e2e.helpers import (
+    PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file,
+)
+from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, lite_connection, publish_lite
+from tests.e2e.test_pubsublite_source_e2e import read_kafka
+
+pytestmark = pytest.mark.e2e
+
+
+def run(tmp_path, bridges_file: str, name: str, spark_remote: str) -> str:
+    command, env = cli_run(tmp_path, bridges_file, name, spark_remote)
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+def test_cloud_pubsub_sink(stack, spark_remote, tmp_path, unique):
+    topic, name = f"warm-sink-{unique}", f"warm_sink_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    bridges = sink_bridges_file(tmp_path, name, topic)
+    produce(topic, [(f"k{i}", f"a-{i}") for i in range(200)])
+    log = run(tmp_path, bridges, name, spark_remote)
+    assert "200 records read, 200 published" in log
+    assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"a-{i}" for i in range(200))
+    produce(topic, [(None, f"b-{i}") for i in range(50)])
+    run(tmp_path, bridges, name, spark_remote)
+    assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"b-{i}" for i in range(50))
+
+
+def test_cloud_pubsub_source(stack, spark_remote, tmp_path, unique):
+    name, kafka_topic = f"warm_source_{unique}", f"warm-source-{unique}"
+    kafka_admin().create_topic(kafka_topic, partitions=2)
+    publisher = pubsub_v1.PublisherClient()
+    topic_path = publisher.topic_path(PROJECT, kafka_topic)
+    subscription = create_pubsub_topic(kafka_topic)
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [{
+        "name": name, "connector": "CloudPubSubSourceConnector", "batch": {"parallelism": 1},
+        "config": {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
+                   "kafka.topic": kafka_topic}}]}))
+    [f.result() for f in [publisher.publish(topic_path, f"m{i}".encode()) for i in range(100)]]
+    run(tmp_path, str(path), name, spark_remote)
+    assert sorted(r.value().decode() for r in read_kafka(kafka_topic)) == sorted(f"m{i}" for i in range(100))
+
+
+def test_s3_archive(stack, spark_remote, tmp_path, unique):
+    topic, name, bucket = f"warm-arch-{unique}", f"warm_arch_{unique}", f"warm-arch-{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    s3.create_bucket(Bucket=bucket)
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector", "config": {
+        "topics": topic, "s3.bucket": bucket, "s3.prefix": "w", "s3.path_style": True,
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}]}))
+    produce(topic, [(None, f"line-{i}") for i in range(100)])
+    run(tmp_path, str(path), name, spark_remote)
+    records = list(read_from_offset(s3, bucket, "w", topic, 0, 0))
+    assert [(offset, line.decode()) for offset, line in records] == [(i, f"line-{i}") for i in range(100)]
+
+
+def test_pubsublite_sink_and_source(stack, spark_remote, tmp_path, unique):
+    topic, sink_name, source_name = f"warm-lite-{unique}", f"warm_lite_sink_{unique}", f"warm_lite_src_{unique}"
+    back = f"{topic}-back"
+    kafka_admin().create_topic(topic, partitions=2)
+    kafka_admin().create_topic(back, partitions=2)
+    lite_topic, subscription = create_lite_topic(topic, partitions=2)
+    produce(topic, [(f"k{i % 3}", f"v-{i}") for i in range(150)])
+    run(tmp_path, lite_bridges_file(tmp_path, sink_name, "PubSubLiteSinkConnector",
+                                    {"topics": topic, "pubsublite.topic": topic}), sink_name, spark_remote)
+    run(tmp_path, lite_bridges_file(tmp_path, source_name, "PubSubLiteSourceConnector",
+                                    {"pubsublite.subscription": subscription.name, "kafka.topic": back}),
+        source_name, spark_remote)
+    assert sorted(r.value().decode() for r in read_kafka(back)) == sorted(f"v-{i}" for i in range(150))
+    cursors = lite_connection().cursor_service(subscription.location.region).list_partition_cursors(
+        request={"parent": str(subscription)})
+    assert sum(c.cursor.offset for c in cursors) == 150
