@@ -128,13 +128,13 @@ class LocalStack:
             for name in SERVICES
         ]
 
-    def up(self, log: Callable[[str], None] = print) -> None:
+    def up(self, log: Callable[[str], None] = print, only: tuple[str, ...] = SERVICES) -> None:
         starters = {"kafka": self._start_kafka, "pubsub": self._start_pubsub,
                     "pubsublite": self._start_pubsublite, "s3": self._start_s3, "spark": self._start_spark}
         checks = {"kafka": self._kafka_ready, "pubsub": self._pubsub_ready,
                   "pubsublite": self._pubsublite_ready, "s3": self._s3_ready, "spark": self._spark_ready}
         started = []
-        for name in SERVICES:
+        for name in only:
             if self._alive(name):
                 log(f"{name}: already running")
                 continue
@@ -150,8 +150,8 @@ class LocalStack:
             self._wait(name, checks[name])
             log(f"{name}: ready on 127.0.0.1:{self.ports()[name]}")
 
-    def down(self, log: Callable[[str], None] = print) -> None:
-        for name in SERVICES:
+    def down(self, log: Callable[[str], None] = print, only: tuple[str, ...] = SERVICES) -> None:
+        for name in only:
             pid = self._alive(name)
             if pid is None:
                 continue
