@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from pathlib import Path
 
 
@@ -20,16 +21,19 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def tree_rss_bytes(root: int, exclude: frozenset[int] = frozenset()) -> int:
-    total, stack = 0, [root]
+def tree_rss_by_kind(root: int, exclude: frozenset[int] = frozenset()) -> Counter:
+    """Resident bytes of a process tree, split into `jvm` (java processes) and `python` (the rest)."""
+    total: Counter = Counter()
+    stack = [root]
     while stack:
         pid = stack.pop()
         if pid in exclude:
             continue
         try:
+            kind = "jvm" if Path(f"/proc/{pid}/comm").read_text().strip() == "java" else "python"
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
+                    total[kind] += int(line.split()[1]) * 1024
         except OSError:
             continue
         stack += _children(pid)
@@ -37,19 +41,31 @@ def tree_rss_bytes(root: int, exclude: frozenset[int] = frozenset()) -> int:
 
 
 class PeakMemory(threading.Thread):
-    def __init__(self, exclude: frozenset[int] = frozenset(), interval_s: float = 0.2):
+    """Peak of this process tree (minus `exclude`) plus the trees of `also` (e.g. a Spark Connect server):
+    `peak` of the sum, and `peak_by_kind` of the JVM and the Python processes each."""
+
+    def __init__(self, exclude: frozenset[int] = frozenset(), also: tuple[int, ...] = (), interval_s: float = 0.2):
         super().__init__(daemon=True)
         self._exclude = exclude
+        self._also = also
         self.peak = 0
+        self.peak_by_kind: Counter = Counter()
         self._interval = interval_s
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.wait(self._interval):
-            self.peak = max(self.peak, tree_rss_bytes(os.getpid(), self._exclude))
+            self._sample()
+
+    def _sample(self) -> None:
+        sample = tree_rss_by_kind(os.getpid(), self._exclude)
+        for pid in self._also:
+            sample.update(tree_rss_by_kind(pid))
+        self.peak = max(self.peak, sum(sample.values()))
+        self.peak_by_kind = Counter({k: max(self.peak_by_kind[k], sample[k]) for k in ("jvm", "python")})
 
     def __enter__(self) -> "PeakMemory":
-        self.peak = tree_rss_bytes(os.getpid(), self._exclude)
+        self._sample()
         self.start()
         return self
 

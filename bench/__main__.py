@@ -1,0 +1,193 @@
+"""The benchmark suite, one command: `python -m bench` (about 20 minutes on 2 cores).
+
+On one fresh local stack, for 100 B and 1 KiB records:
+1. raw limits: each end of each bridge alone, as fast as a plain Python program drives it;
+2. naive baselines: a one-message-at-a-time loop per direction;
+3. every connector's micro-batch throughput and peak memory, at seed defaults and tuned settings,
+   on the classic engine and on the warm Spark Connect engine (one process per engine);
+   peak memory of the Cloud Pub/Sub sink at three batch sizes, a fresh process each;
+4. run overhead (command start to first record delivered) and end-to-end latency with the daemon
+   starting runs from the sensor (p50/p95), on both engines.
+Writes bench/results.json and bench/results.md (the tables the README shows) and prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+from rich.markdown import Markdown
+
+from bench import latency, limits, naive
+from bench.common import bench_stack, fresh_pubsub
+from bench.data import kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic
+
+RESULTS = Path(__file__).resolve().parent
+# Which raw limits bound each connector: (where it reads, where it writes).
+PATHS = {
+    "CloudPubSubSinkConnector": ("kafka_consume", "pubsub_publish"),
+    "PubSubLiteSinkConnector": ("kafka_consume", "lite_publish"),
+    "S3BlockGzipSinkConnector": ("kafka_consume", "s3_put"),
+    "CloudPubSubSourceConnector": ("pubsub_pull", "kafka_produce"),
+    "PubSubLiteSourceConnector": ("lite_subscribe", "kafka_produce"),
+}
+NAIVE = {"CloudPubSubSinkConnector": "kafka_to_pubsub", "PubSubLiteSinkConnector": "kafka_to_lite",
+         "CloudPubSubSourceConnector": "pubsub_to_kafka", "PubSubLiteSourceConnector": "lite_to_kafka"}
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def measure_limits(size: int, records: int, source_records: int) -> dict[str, float]:
+    topic = kafka_topic(_unique(f"limit-{size}"), 4, records, size)
+    out = {"kafka_consume": limits.kafka_consume(topic, records),
+           "kafka_produce": limits.kafka_produce(kafka_topic(_unique("limit-produce"), 4), records, size)}
+    fresh_pubsub()
+    pubsub, _ = pubsub_topic(_unique("limit"), subscribe=False)
+    out["pubsub_publish"] = limits.pubsub_publish(pubsub, records, size)
+    fresh_pubsub()
+    pull_topic, pull_subscription = pubsub_topic(_unique("limit-pull"))
+    publish_pubsub(pull_topic, source_records, size)  # pstest's Pull is O(backlog): a smaller backlog
+    out["pubsub_pull"] = limits.pubsub_pull(pull_subscription, source_records)
+    lite, lite_subscription = lite_topic(_unique("limit"), 4)
+    out["lite_publish"] = limits.lite_publish(lite, records, size)
+    out["lite_subscribe"] = limits.lite_subscribe(lite_subscription, records)
+    out["s3_put"] = limits.s3_put(_unique("limit"), records, size)
+    return {k: round(v) for k, v in out.items()}
+
+
+def measure_naive(size: int, records: int) -> dict[str, float]:
+    topic = kafka_topic(_unique(f"naive-{size}"), 4, records, size)
+    fresh_pubsub()
+    pubsub, _ = pubsub_topic(_unique("naive"), subscribe=False)
+    lite, _ = lite_topic(_unique("naive"), 4)
+    out = {"kafka_to_pubsub": naive.kafka_to_pubsub(topic, pubsub), "kafka_to_lite": naive.kafka_to_lite(topic, lite)}
+    fresh_pubsub()
+    source, source_subscription = pubsub_topic(_unique("naive-src"))
+    publish_pubsub(source, 5_000, size)
+    out["pubsub_to_kafka"] = naive.pubsub_to_kafka(source_subscription, kafka_topic(_unique("naive-back"), 4))
+    lite_source, lite_subscription = lite_topic(_unique("naive-src"), 4)
+    publish_lite(lite_source, 5_000, size)
+    out["lite_to_kafka"] = naive.lite_to_kafka(lite_subscription, kafka_topic(_unique("naive-back"), 4))
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def measure_throughput(engine: str, args) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([sys.executable, "-m", "bench.throughput", "--engine", engine, "--records", str(args.records),
+                        "--source-records", str(args.source_records), "--sizes", args.sizes, "--out", out.name],
+                       check=True)
+        return json.loads(Path(out.name).read_text())
+
+
+def measure_memory(records: int, sizes: tuple[int, ...]) -> list[dict]:
+    """The Cloud Pub/Sub sink (1 KiB, tuned) at several batch sizes, each in a fresh process."""
+    topic = kafka_topic(_unique("memory"), 4, max(sizes), 1024)
+    rows = []
+    for batch in sizes:
+        fresh_pubsub()
+        done = subprocess.run([sys.executable, "-m", "bench.memory", "--topic", topic, "--records", str(batch)],
+                              check=True, capture_output=True, text=True)
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return rows
+
+
+def render(results: dict) -> str:
+    sizes = sorted(int(s) for s in results["limits"])
+    lines = [f"Measured {results['date']} on {results['cores']} cores, {results['records']:,} records per "
+             f"sink row ({results['source_records']:,} for the Cloud Pub/Sub source), Kafka and Lite 4 partitions, "
+             "all servers on the same machine.", "",
+             "### Raw limits (records/s, each end alone)", "",
+             "| size | " + " | ".join(PATHS_LIMIT_NAMES.values()) + " |",
+             "| --- |" + " --- |" * len(PATHS_LIMIT_NAMES)]
+    for size in sizes:
+        row = results["limits"][str(size)]
+        lines.append(f"| {size} B | " + " | ".join(f"{row[k]:,}" for k in PATHS_LIMIT_NAMES) + " |")
+    lines += ["", "### Naive loops (records/s, one message at a time)", "",
+              "| size | Kafka→Pub/Sub | Kafka→Lite | Pub/Sub→Kafka | Lite→Kafka |", "| --- | --- | --- | --- | --- |"]
+    for size in sizes:
+        row = results["naive"][str(size)]
+        lines.append(f"| {size} B | {row['kafka_to_pubsub']:,} | {row['kafka_to_lite']:,} | "
+                     f"{row['pubsub_to_kafka']:,} | {row['lite_to_kafka']:,} |")
+    lines += ["", "### Bridges: one micro-batch", "",
+              "| connector | size | settings | engine | records | seconds | records/s | MB/s | peak memory (MB) "
+              "| × raw limit | × naive |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for engine_result in results["throughput"]:
+        for r in engine_result["rows"]:
+            rate = r["records"] / r["seconds"]
+            limit_row = results["limits"][str(r["size"])]
+            bound = min(limit_row[k] for k in PATHS[r["connector"]])
+            naive_rate = results["naive"][str(r["size"])].get(NAIVE.get(r["connector"], ""), 0)
+            lines.append(
+                f"| {r['connector']} | {r['size']} B | {r['settings']} | {r['engine']} | {r['records']:,} | "
+                f"{r['seconds']:.1f} | {rate:,.0f} | {rate * r['size'] / 1e6:.2f} | {r['peak_mb']:,.0f} | "
+                f"{rate / bound:.2f} | {f'{rate / naive_rate:.0f}×' if naive_rate else 'n/a'} |")
+    lines += ["", "Session start before the rows: " + ", ".join(
+        f"{t['engine']} {t['session_start_s']} s" for t in results["throughput"]) + ". Peak memory is the "
+        "resident size of the benchmark's process tree (and, on Connect, the server's) during the row; "
+        "a JVM keeps the heap it grew to, so later rows inherit earlier peaks.", "",
+        "### Memory against batch size (Cloud Pub/Sub sink, 1 KiB, tuned, classic engine, a fresh process each)",
+        "", "| batch (records) | seconds | peak memory (MB) | JVM (MB) | Python (MB) |", "| --- | --- | --- | --- | --- |"]
+    for m in results["memory"]:
+        lines.append(f"| {m['records']:,} | {m['seconds']} | {m['peak_mb']:,} | {m['jvm_mb']:,} | {m['python_mb']:,} |")
+    lines += ["",
+        "### Run overhead and continuous latency (Cloud Pub/Sub sink)", "",
+        "| engine | command start → first record | command start → end | continuous p50 | p95 | max | records |",
+        "| --- | --- | --- | --- | --- | --- | --- |"]
+    for engine in ("classic", "connect"):
+        o, c = results["overhead"][engine], results["latency"][engine]
+        lines.append(f"| {engine} | {o['first_record_s']} s | {o['run_s']} s | {c['p50_s']} s | {c['p95_s']} s | "
+                     f"{c['max_s']} s | {c['records']} |")
+    return "\n".join(lines) + "\n"
+
+
+PATHS_LIMIT_NAMES = {"kafka_consume": "Kafka consume (librdkafka)", "kafka_produce": "Kafka produce (idempotent)",
+                     "pubsub_publish": "Pub/Sub publish (best batching)", "pubsub_pull": "Pub/Sub pull (1,000/call)",
+                     "lite_publish": "Lite publish (library)", "lite_subscribe": "Lite subscribe (library)",
+                     "s3_put": "S3 put (8 MiB objects)"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--source-records", type=int, default=10_000)
+    parser.add_argument("--sizes", default="100,1024")
+    parser.add_argument("--latency-seconds", type=float, default=90)
+    args = parser.parse_args()
+    console = Console(stderr=True)
+    results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
+               "source_records": args.source_records, "limits": {}, "naive": {}, "throughput": [],
+               "memory": [], "overhead": {}, "latency": {}}
+    with bench_stack() as stack:
+        remote = stack.env()["BRIDGE_SPARK_REMOTE"]
+        for size in [int(s) for s in args.sizes.split(",")]:
+            console.print(f"raw limits, {size} B ...")
+            results["limits"][str(size)] = measure_limits(size, args.records, args.source_records)
+            console.print(f"naive loops, {size} B ...")
+            results["naive"][str(size)] = measure_naive(size, args.records)
+        for engine in ("classic", "connect"):
+            console.print(f"bridges on the {engine} engine ...")
+            results["throughput"].append(measure_throughput(engine, args))
+        console.print("memory against batch size ...")
+        results["memory"] = measure_memory(args.records, (args.records // 10, args.records, args.records * 5 // 2))
+        for engine in ("classic", "connect"):
+            console.print(f"run overhead and continuous latency, {engine} engine ...")
+            results["overhead"][engine] = latency.run_overhead(engine, remote)
+            results["latency"][engine] = latency.continuous_latency(engine, remote, seconds=args.latency_seconds)
+    (RESULTS / "results.json").write_text(json.dumps(results, indent=1))
+    report = render(results)
+    (RESULTS / "results.md").write_text(report)
+    Console().print(Markdown(report))
+
+
+if __name__ == "__main__":
+    main()

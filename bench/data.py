@@ -1,0 +1,95 @@
+"""Test data for the benchmarks: Kafka topics, Pub/Sub and Lite topics filled with N records of a size."""
+
+from __future__ import annotations
+
+import os
+
+LITE_LOCATION = "us-central1-a"
+PROJECT = "bench"
+
+
+def payload(size: int) -> bytes:
+    """Random hex text: compresses about 2:1, like typical text records."""
+    return os.urandom(size // 2 + 1).hex().encode()[:size]
+
+
+def produce(topic: str, count: int, size: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "linger.ms": 20,
+                         "batch.size": 1_000_000, "log_level": 3})
+    value = payload(size)
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, key=str(i % 1000).encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+
+
+def kafka_topic(name: str, partitions: int, count: int = 0, size: int = 0) -> str:
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"])).create_topic(name, partitions)
+    if count:
+        produce(name, count, size)
+    return name
+
+
+def pubsub_topic(name: str, subscribe: bool = True) -> tuple[str, str | None]:
+    """(topic path, subscription path or None) on the emulator. A sink's destination needs no
+    subscription: without one the emulator does not keep a copy of every message for it."""
+    from google.cloud import pubsub_v1
+
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    topic = publisher.create_topic(name=publisher.topic_path(PROJECT, name)).name
+    if not subscribe:
+        return topic, None
+    subscription = subscriber.create_subscription(
+        name=subscriber.subscription_path(PROJECT, name), topic=topic).name
+    return topic, subscription
+
+
+def publish_pubsub(topic: str, count: int, size: int) -> None:
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient(pubsub_v1.types.BatchSettings(max_messages=1000, max_latency=0.05))
+    value = payload(size)
+    for future in [publisher.publish(topic, value) for _ in range(count)]:
+        future.result(120)
+
+
+def lite_connection():
+    from connectors.pubsublite.clients import LiteConnection
+
+    return LiteConnection(api_endpoint=os.environ["PUBSUBLITE_API_ENDPOINT"],
+                          ca_file=os.environ["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"])
+
+
+def lite_topic(name: str, partitions: int):
+    """(topic path, subscription path) on the local Lite server; the subscription has the topic's name."""
+    from google.cloud.pubsublite import Subscription, Topic
+
+    from connectors.pubsublite.clients import subscription_path, topic_path
+
+    topic = topic_path(PROJECT, LITE_LOCATION, name)
+    subscription = subscription_path(PROJECT, LITE_LOCATION, name)
+    admin = lite_connection().admin(topic.location.region)
+    admin.create_topic(Topic(name=str(topic), partition_config=Topic.PartitionConfig(count=partitions),
+                             retention_config=Topic.RetentionConfig(per_partition_bytes=30 * 1024**3)))
+    admin.create_subscription(Subscription(
+        name=str(subscription), topic=str(topic), delivery_config=Subscription.DeliveryConfig(
+            delivery_requirement=Subscription.DeliveryConfig.DeliveryRequirement.DELIVER_IMMEDIATELY)))
+    return topic, subscription
+
+
+def publish_lite(topic, count: int, size: int) -> None:
+    from google.cloud.pubsublite.cloudpubsub import PublisherClient
+
+    value = payload(size)
+    with PublisherClient(**lite_connection().client_kwargs(topic.location.region)) as publisher:
+        for future in [publisher.publish(topic, value) for _ in range(count)]:
+            future.result(120)

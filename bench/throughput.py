@@ -1,0 +1,195 @@
+"""Each connector's micro-batch throughput on one engine, in a process of its own.
+
+Classic and Spark Connect sessions cannot share a process (Connect switches pyspark into remote mode
+for the whole process), so `python -m bench` runs this once per engine against its stack:
+    python -m bench.throughput --engine classic|connect --out rows.json
+Every row is one micro-batch (records read at the start, delivered and acknowledged at the end),
+timed from plan to last acknowledgement; data is prepared before the clock starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass
+
+from bench.common import attached_stack, fresh_pubsub, warm_engine
+from bench.data import kafka_topic, lite_connection, lite_topic, publish_pubsub, pubsub_topic
+from bench.process_memory import PeakMemory
+
+PARTITIONS = 4
+CLOUD_SINK_SETTINGS = {"seed defaults": {}, "tuned": {"maxBufferSize": 1000, "maxDelayThresholdMs": 20}}
+CLOUD_SOURCE_SETTINGS = {"seed defaults": {}, "tuned": {"cps.maxBatchSize": 1000}}
+LITE_SINK_SETTINGS = {"seed defaults": {}, "ordering mode KAFKA": {"pubsublite.ordering.mode": "KAFKA"}}
+ARCHIVE_SETTINGS = {"seed defaults (64 MiB blocks)": {}, "1 MiB blocks": {"compressed_block_size": 1 << 20}}
+
+
+@dataclass
+class Row:
+    connector: str
+    engine: str
+    size: int
+    settings: str
+    records: int
+    seconds: float
+    peak_mb: float
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--engine", choices=("classic", "connect"), required=True)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--source-records", type=int, default=10_000,
+                        help="Cloud Pub/Sub source: pstest's Pull scans the whole backlog per call")
+    parser.add_argument("--sizes", default="100,1024")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    from connectors.config.bridges_file import BatchSettings
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    stack = attached_stack()
+    servers = {s.name: s.pid for s in stack.status()}
+    remote = stack.env()["BRIDGE_SPARK_REMOTE"]
+    spark, start_s = warm_engine(args.engine, remote)
+    # On Connect the work happens in the server: its process tree counts as the run's memory.
+    also = (servers["spark"],) if args.engine == "connect" else ()
+    exclude = frozenset(pid for pid in servers.values() if pid)
+    admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
+    rows: list[Row] = []
+
+    def measure(connector: str, size: int, settings: str, run) -> None:
+        with PeakMemory(exclude=exclude, also=also) as memory:
+            records, seconds = run()
+        rows.append(Row(connector, args.engine, size, settings, records, round(seconds, 3), round(memory.peak / 1e6)))
+        print(f"{connector:28} {args.engine:8} {size:5} B  {settings:32} {records:>8,} in {seconds:6.1f} s",
+              flush=True)
+
+    batch = BatchSettings(max_records=args.records, initial_offsets="earliest")
+    for size in [int(s) for s in args.sizes.split(",")]:
+        source_topic = kafka_topic(_unique(f"bench-{size}"), PARTITIONS, args.records, size)
+        _cloud_sink(measure, spark, admin, source_topic, size, batch)
+        lite_subscription = _lite_sink(measure, spark, admin, source_topic, size, batch)
+        _archive(measure, spark, admin, source_topic, size, batch)
+        _cloud_source(measure, spark, admin, size, args.source_records)
+        _lite_source(measure, spark, admin, lite_subscription, size, args.records)
+    with open(args.out, "w") as out:
+        json.dump({"engine": args.engine, "session_start_s": round(start_s, 2),
+                   "rows": [asdict(r) for r in rows]}, out, indent=1)
+
+
+def _cloud_sink(measure, spark, admin, topic, size, batch):
+    from connectors.cloud_pubsub.clients import PubSubConnection
+    from connectors.cloud_pubsub_sink.batch import run_sink_batch
+    from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+
+    connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
+    for label, keys in CLOUD_SINK_SETTINGS.items():
+        fresh_pubsub()
+        destination = _unique("cps-sink")
+        pubsub_topic(destination, subscribe=False)
+        config = CloudPubSubSinkConfig.model_validate(
+            {"topics": topic, "cps.project": "bench", "cps.topic": destination, **keys})
+
+        def run():
+            result = run_sink_batch(spark, "bench", config, connection, admin, {}, batch, "connect-bench")
+            assert result.totals["published"] == batch.max_records, result.totals
+            return result.totals["published"], result.duration_s
+
+        measure("CloudPubSubSinkConnector", size, label, run)
+
+
+def _lite_sink(measure, spark, admin, topic, size, batch):
+    from connectors.pubsublite_sink.batch import run_lite_sink_batch
+    from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+
+    for label, keys in LITE_SINK_SETTINGS.items():
+        name = _unique("lite-sink")
+        _, subscription = lite_topic(name, PARTITIONS)
+        config = PubSubLiteSinkConfig.model_validate({
+            "topics": topic, "pubsublite.project": "bench", "pubsublite.location": str(subscription.location),
+            "pubsublite.topic": name, **keys})
+
+        def run():
+            result = run_lite_sink_batch(spark, "bench", config, lite_connection(), admin, {}, batch, "connect-bench")
+            assert result.totals["published"] == batch.max_records, result.totals
+            return result.totals["published"], result.duration_s
+
+        measure("PubSubLiteSinkConnector", size, label, run)
+    return subscription  # holds what the last sink row published: the Lite source reads it
+
+
+def _archive(measure, spark, admin, topic, size, batch):
+    import boto3
+
+    from connectors.s3_block_gzip_sink.batch import run_archive_batch
+    from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
+
+    for label, keys in ARCHIVE_SETTINGS.items():
+        bucket = _unique("archive")
+        boto3.client("s3").create_bucket(Bucket=bucket)
+        config = S3BlockGzipSinkConfig.model_validate({"topics": topic, "s3.bucket": bucket, "s3.path_style": True,
+                                                       **keys})
+
+        def run():
+            result = run_archive_batch(spark, config, admin, batch, _unique("archive-group"))
+            assert result.totals["records"] == batch.max_records, result.totals
+            return result.totals["records"], result.duration_s
+
+        measure("S3BlockGzipSinkConnector", size, label, run)
+
+
+def _cloud_source(measure, spark, admin, size, count):
+    from connectors.cloud_pubsub.clients import PubSubConnection
+    from connectors.cloud_pubsub_source.batch import run_source_batch
+    from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+    from connectors.config.bridges_file import BatchSettings
+
+    connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
+    for label, keys in CLOUD_SOURCE_SETTINGS.items():
+        fresh_pubsub()
+        name = _unique("cps-source")
+        topic, _ = pubsub_topic(name)
+        publish_pubsub(topic, count, size)
+        kafka_topic(name, PARTITIONS)
+        config = CloudPubSubSourceConfig.model_validate(
+            {"cps.project": "bench", "cps.subscription": name, "kafka.topic": name, **keys})
+
+        def run():
+            result = run_source_batch(spark, config, connection, admin, BatchSettings(max_records=count))
+            return result.written, result.duration_s
+
+        measure("CloudPubSubSourceConnector", size, label, run)
+
+
+def _lite_source(measure, spark, admin, subscription, size, count):
+    from connectors.config.bridges_file import BatchSettings
+    from connectors.pubsublite_source.batch import run_lite_source_batch
+    from connectors.pubsublite_source.config import PubSubLiteSourceConfig
+
+    back = kafka_topic(_unique("lite-back"), PARTITIONS)
+    config = PubSubLiteSourceConfig.model_validate({
+        "pubsublite.project": "bench", "pubsublite.location": str(subscription.location),
+        "pubsublite.subscription": subscription.name, "kafka.topic": back})
+
+    def run():
+        result = run_lite_source_batch(spark, config, lite_connection(), admin, {}, BatchSettings(max_records=count))
+        assert result.messages == count, result.messages
+        return result.messages, result.duration_s
+
+    measure("PubSubLiteSourceConnector", size, "seed defaults", run)
+
+
+if __name__ == "__main__":
+    main()
