@@ -66,6 +66,14 @@ def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     return _interval_sensor
 
 
+def _request_for_position(context: SensorEvaluationContext, job_name: str, bridge: Bridge, position,
+                          tags: dict[str, str]) -> RunRequest:
+    # Same state, same key: a double evaluation cannot start two runs, while a finished
+    # (or failed) run changes the key so the backlog is tried again.
+    state = json.dumps([_latest_run_id(context.instance, job_name), position], sort_keys=True, default=str)
+    return RunRequest(run_key=hashlib.sha256(state.encode()).hexdigest()[:24], tags={"bridge": bridge.name, **tags})
+
+
 def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     """For Lite sources: head cursors against the cursors the bridge resumes from (cheap unary calls)."""
 
@@ -81,9 +89,7 @@ def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition
         backlog = sum(max(0, heads[p] - starts[p]) for p in heads)
         if backlog == 0:
             return SkipReason("no new messages")
-        state = json.dumps([_latest_run_id(context.instance, job_name), heads], sort_keys=True)
-        return RunRequest(run_key=hashlib.sha256(state.encode()).hexdigest()[:24],
-                          tags={"bridge": bridge.name, "backlog_at_request": str(backlog)})
+        return _request_for_position(context, job_name, bridge, heads, {"backlog_at_request": str(backlog)})
 
     return _backlog_sensor
 
@@ -101,12 +107,7 @@ def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
         plan = admin.plan_batch(partitions, recorded, 2**62, bridge.batch.initial_offsets, bridge.consumer_group)
         if plan.total_records == 0:
             return SkipReason("no new records")
-        # Same state, same key: a double evaluation cannot start two runs, while a finished
-        # (or failed) run changes the key so the backlog is tried again.
-        state = json.dumps([_latest_run_id(context.instance, job_name), plan.end_offsets], sort_keys=True, default=str)
-        return RunRequest(
-            run_key=hashlib.sha256(state.encode()).hexdigest()[:24],
-            tags={"bridge": bridge.name, "lag_at_request": str(plan.total_records)},
-        )
+        return _request_for_position(context, job_name, bridge, plan.end_offsets,
+                                     {"lag_at_request": str(plan.total_records)})
 
     return _lag_sensor

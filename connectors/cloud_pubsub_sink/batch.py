@@ -8,7 +8,7 @@ from pyspark.sql import SparkSession
 
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-from connectors.cloud_pubsub_sink.write import SUMMARY_SCHEMA, SinkTask, publish_arrow_batches
+from connectors.cloud_pubsub_sink.write import SinkTask, publish_arrow_batches
 from connectors.config.bridges_file import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
@@ -28,4 +28,4 @@ def run_sink_batch(
 ) -> SinkBatchResult:
     task = SinkTask(bridge_name, config, connection, kafka.connection.librdkafka_config())
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
-                                functools.partial(publish_arrow_batches, task), SUMMARY_SCHEMA)
+                                functools.partial(publish_arrow_batches, task))

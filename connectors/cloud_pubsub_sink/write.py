@@ -8,7 +8,6 @@ driver records offsets only for delivered data. Any unhandled failure fails the 
 from __future__ import annotations
 
 import collections
-import logging
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -16,19 +15,11 @@ from typing import Iterator
 import pyarrow as pa
 from google.cloud.pubsub_v1.publisher.exceptions import PublishToPausedOrderingKeyException
 
-from connectors.arrow_rows import rows_batch
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter, OutgoingMessage
-from connectors.kafka.dead_letter import DeadLetterQueue
 from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
-
-log = logging.getLogger(__name__)
-
-SUMMARY_SCHEMA = (
-    "topic string, partition int, records long, published long, skipped long, "
-    "dead_lettered long, failed_dropped long, bytes long"
-)
+from connectors.kafka.sink_tally import SinkTally
 # Futures waited on before reading more: bounds executor memory whatever the batch size.
 MAX_PENDING_FUTURES = 5_000
 
@@ -39,11 +30,6 @@ class SinkTask:
     config: CloudPubSubSinkConfig
     connection: PubSubConnection
     kafka_client_config: dict[str, str]
-
-
-class _Counts:
-    def __init__(self) -> None:
-        self.records = self.published = self.skipped = self.dead_lettered = self.failed_dropped = self.bytes = 0
 
 
 def _publisher(task: SinkTask, single: bool = False):
@@ -83,23 +69,8 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
     converter = CloudPubSubSinkConverter(cfg)
     publisher = _publisher(task)
     topic_path = publisher.topic_path(cfg.cps_project, cfg.cps_topic)
-    counts: dict[tuple[str, int], _Counts] = collections.defaultdict(_Counts)
+    tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
     pending: collections.deque = collections.deque()
-    dlq: DeadLetterQueue | None = None
-
-    def reject(record: KafkaRecord, stage: str, error: BaseException) -> None:
-        nonlocal dlq
-        if cfg.errors_tolerance == "none":
-            raise RecordError(f"{record.where}: {error}") from error
-        if cfg.errors_deadletterqueue_topic_name:
-            if dlq is None:
-                dlq = DeadLetterQueue(cfg.errors_deadletterqueue_topic_name, task.kafka_client_config,
-                                      task.bridge_name, cfg.errors_deadletterqueue_context_headers_enable)
-            dlq.send(record, stage, error)
-            counts[(record.topic, record.partition)].dead_lettered += 1
-        else:
-            log.warning("dropping %s: %s (errors.tolerance=all, no dead-letter topic)", record.where, error)
-            counts[(record.topic, record.partition)].failed_dropped += 1
 
     def settle(record: KafkaRecord, message: OutgoingMessage, future, timeout_s: float | None = None) -> None:
         from google.api_core import exceptions
@@ -121,25 +92,23 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
                 alone.publish(topic_path, message.data, ordering_key=message.ordering_key,
                               **message.attributes).result()
             except (exceptions.InvalidArgument, exceptions.FailedPrecondition):
-                reject(record, "TASK_PUT", exc)
+                tally.reject(record, "TASK_PUT", exc)
                 return
             finally:
                 alone.stop()
-        counts[(record.topic, record.partition)].published += 1
+        tally.of(record).published += 1
 
     try:
         for batch in batches:
             for record in records_from_arrow(batch):
-                c = counts[(record.topic, record.partition)]
-                c.records += 1
-                c.bytes += len(record.value or b"") + len(record.key or b"")
+                tally.read(record)
                 try:
                     message = converter.convert(record)
                 except RecordError as exc:
-                    reject(record, "VALUE_CONVERTER", exc)
+                    tally.reject(record, "VALUE_CONVERTER", exc)
                     continue
                 if message is None:
-                    c.skipped += 1
+                    tally.of(record).skipped += 1
                     continue
                 try:
                     future = publisher.publish(
@@ -158,14 +127,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
         deadline = time.monotonic() + cfg.max_shutdown_timeout_ms / 1000
         while pending:
             settle(*pending.popleft(), timeout_s=max(deadline - time.monotonic(), 0.001))
-        if dlq is not None:
-            dlq.flush()
+        tally.flush_dead_letters()
     finally:
         publisher.stop()
-
-    rows = [
-        {"topic": t, "partition": p, "records": c.records, "published": c.published, "skipped": c.skipped,
-         "dead_lettered": c.dead_lettered, "failed_dropped": c.failed_dropped, "bytes": c.bytes}
-        for (t, p), c in counts.items()
-    ]
-    yield rows_batch(rows, SUMMARY_SCHEMA)
+    yield tally.summary()

@@ -12,10 +12,8 @@ from pyspark.sql import SparkSession
 from connectors.config.bridges_file import BatchSettings
 from connectors.config.common import KafkaTopicsKeys
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
+from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
 from connectors.kafka.spark_read import read_offset_ranges
-
-# Every sink's summary rows carry these counters per Kafka partition.
-COUNTERS = ("records", "published", "skipped", "dead_lettered", "failed_dropped", "bytes")
 
 
 @dataclass
@@ -42,11 +40,10 @@ def run_kafka_sink_batch(
     batch: BatchSettings,
     consumer_group: str,
     deliver: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-    summary_schema: str,
 ) -> SinkBatchResult:
     """Move records from the recorded offsets towards the end offsets seen now.
 
-    `deliver` runs in the executors over Spark's Kafka rows and yields summary rows only after the
+    `deliver` runs in the executors over Spark's Kafka rows and yields `SinkTally.summary()` only after the
     destination acknowledged every message (or the DLQ took it); any failure fails the run, and then
     nothing may be recorded: the next run reads the same range again.
     """
@@ -57,7 +54,7 @@ def run_kafka_sink_batch(
     if plan.total_records:
         frame = read_offset_ranges(spark, kafka.connection, plan.ranges)
         frame = frame.selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").drop("timestamp")
-        for row in frame.mapInArrow(deliver, summary_schema).collect():
+        for row in frame.mapInArrow(deliver, SUMMARY_SCHEMA).collect():
             counts = result.per_partition.setdefault(f"{row['topic']}-{row['partition']}", dict.fromkeys(COUNTERS, 0))
             for name in COUNTERS:
                 counts[name] += row[name]

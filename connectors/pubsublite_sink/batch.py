@@ -11,7 +11,7 @@ from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
 from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
-from connectors.pubsublite_sink.write import SUMMARY_SCHEMA, LiteSinkTask, publish_arrow_batches
+from connectors.pubsublite_sink.write import LiteSinkTask, publish_arrow_batches
 
 
 def run_lite_sink_batch(
@@ -26,4 +26,4 @@ def run_lite_sink_batch(
 ) -> SinkBatchResult:
     task = LiteSinkTask(bridge_name, config, connection, kafka.connection.librdkafka_config())
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
-                                functools.partial(publish_arrow_batches, task), SUMMARY_SCHEMA)
+                                functools.partial(publish_arrow_batches, task))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -19,19 +18,12 @@ from google.cloud.pubsublite.internal.wire.routing_policy import RoutingPolicy
 from google.cloud.pubsublite.types import Partition
 from google.cloud.pubsublite_v1 import types
 
-from connectors.arrow_rows import rows_batch
-from connectors.kafka.dead_letter import DeadLetterQueue
 from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
+from connectors.kafka.sink_tally import SinkTally
 from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.convert import KAFKA_PARTITION_ATTRIBUTE, PubSubLiteSinkConverter
 
-log = logging.getLogger(__name__)
-
-SUMMARY_SCHEMA = (
-    "topic string, partition int, records long, published long, skipped long, dead_lettered long, "
-    "failed_dropped long, bytes long"
-)
 # Publishes awaited before reading more: bounds executor memory whatever the batch size.
 MAX_PENDING = 5_000
 SHUTDOWN_TIMEOUT_S = 60
@@ -68,50 +60,28 @@ class LiteSinkTask:
     kafka_client_config: dict[str, str]
 
 
-class _Counts:
-    def __init__(self) -> None:
-        self.records = self.published = self.dead_lettered = self.failed_dropped = self.bytes = 0
-
-
-async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) -> dict:
+async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) -> SinkTally:
     cfg = task.config
     converter = PubSubLiteSinkConverter(cfg)
-    counts: dict[tuple[str, int], _Counts] = collections.defaultdict(_Counts)
-    dlq: DeadLetterQueue | None = None
-
-    def reject(record: KafkaRecord, stage: str, error: BaseException) -> None:
-        nonlocal dlq
-        if cfg.errors_tolerance == "none":
-            raise RecordError(f"{record.where}: {error}") from error
-        if cfg.errors_deadletterqueue_topic_name:
-            if dlq is None:
-                dlq = DeadLetterQueue(cfg.errors_deadletterqueue_topic_name, task.kafka_client_config,
-                                      task.bridge_name, cfg.errors_deadletterqueue_context_headers_enable)
-            dlq.send(record, stage, error)
-            counts[(record.topic, record.partition)].dead_lettered += 1
-        else:
-            log.warning("dropping %s: %s (errors.tolerance=all, no dead-letter topic)", record.where, error)
-            counts[(record.topic, record.partition)].failed_dropped += 1
+    tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
 
     async def settle(record: KafkaRecord, future: asyncio.Future) -> None:
         try:
             await future
         except Exception as exc:
             raise RuntimeError(f"{record.where}: publish to Pub/Sub Lite failed: {exc}") from exc
-        counts[(record.topic, record.partition)].published += 1
+        tally.of(record).published += 1
 
     publisher = task.connection.wire_publisher(cfg.topic_path(), routing_policy_factory(cfg.pubsublite_ordering_mode))
     pending: collections.deque = collections.deque()
     async with publisher:
         for batch in batches:
             for record in records_from_arrow(batch):
-                c = counts[(record.topic, record.partition)]
-                c.records += 1
-                c.bytes += len(record.value or b"") + len(record.key or b"")
+                tally.read(record)
                 try:
                     message = types.PubSubMessage.wrap(converter.convert(record))
                 except RecordError as exc:
-                    reject(record, "VALUE_CONVERTER", exc)
+                    tally.reject(record, "VALUE_CONVERTER", exc)
                     continue
                 pending.append((record, asyncio.ensure_future(publisher.publish(message))))
                 while len(pending) > MAX_PENDING:
@@ -121,16 +91,9 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
         while pending:
             record, future = pending.popleft()
             await asyncio.wait_for(settle(record, future), max(deadline - time.monotonic(), 0.001))
-    if dlq is not None:
-        dlq.flush()
-    return counts
+    tally.flush_dead_letters()
+    return tally
 
 
 def publish_arrow_batches(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    counts = asyncio.run(_publish_all(task, batches))
-    rows = [
-        {"topic": t, "partition": p, "records": c.records, "published": c.published, "skipped": 0,
-         "dead_lettered": c.dead_lettered, "failed_dropped": c.failed_dropped, "bytes": c.bytes}
-        for (t, p), c in counts.items()
-    ]
-    yield rows_batch(rows, SUMMARY_SCHEMA)
+    yield asyncio.run(_publish_all(task, batches)).summary()

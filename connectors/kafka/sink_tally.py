@@ -1,0 +1,73 @@
+"""Executor side, shared by the Kafka -> Pub/Sub sinks: one task's counts per Kafka partition, and
+what becomes of a record the sink cannot deliver (Kafka Connect's error keys: fail the task,
+dead-letter it, or drop it with a warning)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+
+import pyarrow as pa
+
+from connectors.arrow_rows import rows_batch
+from connectors.config.common import ErrorHandlingKeys
+from connectors.kafka.dead_letter import DeadLetterQueue
+from connectors.kafka.record import KafkaRecord, RecordError
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class PartitionCounts:
+    records: int = 0
+    published: int = 0
+    skipped: int = 0
+    dead_lettered: int = 0
+    failed_dropped: int = 0
+    bytes: int = 0
+
+
+COUNTERS = tuple(f.name for f in dataclasses.fields(PartitionCounts))
+SUMMARY_SCHEMA = "topic string, partition int, " + ", ".join(f"{name} long" for name in COUNTERS)
+
+
+class SinkTally:
+    def __init__(self, bridge_name: str, errors: ErrorHandlingKeys, kafka_client_config: dict[str, str]):
+        self._bridge_name = bridge_name
+        self._errors = errors
+        self._kafka_client_config = kafka_client_config
+        self._counts: dict[tuple[str, int], PartitionCounts] = collections.defaultdict(PartitionCounts)
+        self._dlq: DeadLetterQueue | None = None  # opened on the first dead letter only
+
+    def of(self, record: KafkaRecord) -> PartitionCounts:
+        return self._counts[(record.topic, record.partition)]
+
+    def read(self, record: KafkaRecord) -> None:
+        counts = self.of(record)
+        counts.records += 1
+        counts.bytes += len(record.value or b"") + len(record.key or b"")
+
+    def reject(self, record: KafkaRecord, stage: str, error: BaseException) -> None:
+        """A record that cannot be delivered; with errors.tolerance=none it fails the task."""
+        if self._errors.errors_tolerance == "none":
+            raise RecordError(f"{record.where}: {error}") from error
+        if self._errors.errors_deadletterqueue_topic_name:
+            if self._dlq is None:
+                self._dlq = DeadLetterQueue(self._errors.errors_deadletterqueue_topic_name, self._kafka_client_config,
+                                            self._bridge_name, self._errors.errors_deadletterqueue_context_headers_enable)
+            self._dlq.send(record, stage, error)
+            self.of(record).dead_lettered += 1
+        else:
+            log.warning("dropping %s: %s (errors.tolerance=all, no dead-letter topic)", record.where, error)
+            self.of(record).failed_dropped += 1
+
+    def flush_dead_letters(self) -> None:
+        """Waits until the DLQ acknowledged every dead letter: only then may the offsets be recorded."""
+        if self._dlq is not None:
+            self._dlq.flush()
+
+    def summary(self) -> pa.RecordBatch:
+        rows = [{"topic": topic, "partition": partition, **dataclasses.asdict(counts)}
+                for (topic, partition), counts in self._counts.items()]
+        return rows_batch(rows, SUMMARY_SCHEMA)
