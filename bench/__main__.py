@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
 from rich.console import Console
@@ -28,7 +27,7 @@ from rich.markdown import Markdown
 
 from bench import latency, limits, naive
 from bench.common import bench_stack, fresh_pubsub
-from bench.data import kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic
+from bench.data import kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name
 
 RESULTS = Path(__file__).resolve().parent
 # Which raw limits bound each connector: (where it reads, where it writes).
@@ -43,41 +42,37 @@ NAIVE = {"CloudPubSubSinkConnector": "kafka_to_pubsub", "PubSubLiteSinkConnector
          "CloudPubSubSourceConnector": "pubsub_to_kafka", "PubSubLiteSourceConnector": "lite_to_kafka"}
 
 
-def _unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
 def measure_limits(size: int, records: int, source_records: int) -> dict[str, float]:
-    topic = kafka_topic(_unique(f"limit-{size}"), 4, records, size)
+    topic = kafka_topic(unique_name(f"limit-{size}"), 4, records, size)
     out = {"kafka_consume": limits.kafka_consume(topic, records),
-           "kafka_produce": limits.kafka_produce(kafka_topic(_unique("limit-produce"), 4), records, size)}
+           "kafka_produce": limits.kafka_produce(kafka_topic(unique_name("limit-produce"), 4), records, size)}
     fresh_pubsub()
-    pubsub, _ = pubsub_topic(_unique("limit"), subscribe=False)
+    pubsub, _ = pubsub_topic(unique_name("limit"), subscribe=False)
     out["pubsub_publish"] = limits.pubsub_publish(pubsub, records, size)
     fresh_pubsub()
-    pull_topic, pull_subscription = pubsub_topic(_unique("limit-pull"))
+    pull_topic, pull_subscription = pubsub_topic(unique_name("limit-pull"))
     publish_pubsub(pull_topic, source_records, size)  # pstest's Pull is O(backlog): a smaller backlog
     out["pubsub_pull"] = limits.pubsub_pull(pull_subscription, source_records)
-    lite, lite_subscription = lite_topic(_unique("limit"), 4)
+    lite, lite_subscription = lite_topic(unique_name("limit"), 4)
     out["lite_publish"] = limits.lite_publish(lite, records, size)
     out["lite_subscribe"] = limits.lite_subscribe(lite_subscription, records)
-    out["s3_put"] = limits.s3_put(_unique("limit"), records, size)
+    out["s3_put"] = limits.s3_put(unique_name("limit"), records, size)
     return {k: round(v) for k, v in out.items()}
 
 
 def measure_naive(size: int, records: int) -> dict[str, float]:
-    topic = kafka_topic(_unique(f"naive-{size}"), 4, records, size)
+    topic = kafka_topic(unique_name(f"naive-{size}"), 4, records, size)
     fresh_pubsub()
-    pubsub, _ = pubsub_topic(_unique("naive"), subscribe=False)
-    lite, _ = lite_topic(_unique("naive"), 4)
+    pubsub, _ = pubsub_topic(unique_name("naive"), subscribe=False)
+    lite, _ = lite_topic(unique_name("naive"), 4)
     out = {"kafka_to_pubsub": naive.kafka_to_pubsub(topic, pubsub), "kafka_to_lite": naive.kafka_to_lite(topic, lite)}
     fresh_pubsub()
-    source, source_subscription = pubsub_topic(_unique("naive-src"))
+    source, source_subscription = pubsub_topic(unique_name("naive-src"))
     publish_pubsub(source, 5_000, size)
-    out["pubsub_to_kafka"] = naive.pubsub_to_kafka(source_subscription, kafka_topic(_unique("naive-back"), 4))
-    lite_source, lite_subscription = lite_topic(_unique("naive-src"), 4)
+    out["pubsub_to_kafka"] = naive.pubsub_to_kafka(source_subscription, kafka_topic(unique_name("naive-back"), 4))
+    lite_source, lite_subscription = lite_topic(unique_name("naive-src"), 4)
     publish_lite(lite_source, 5_000, size)
-    out["lite_to_kafka"] = naive.lite_to_kafka(lite_subscription, kafka_topic(_unique("naive-back"), 4))
+    out["lite_to_kafka"] = naive.lite_to_kafka(lite_subscription, kafka_topic(unique_name("naive-back"), 4))
     return {k: round(v, 1) for k, v in out.items()}
 
 
@@ -89,9 +84,9 @@ def measure_throughput(engine: str, args) -> dict:
         return json.loads(Path(out.name).read_text())
 
 
-def measure_memory(records: int, sizes: tuple[int, ...]) -> list[dict]:
+def measure_memory(sizes: tuple[int, ...]) -> list[dict]:
     """The Cloud Pub/Sub sink (1 KiB, tuned) at several batch sizes, each in a fresh process."""
-    topic = kafka_topic(_unique("memory"), 4, max(sizes), 1024)
+    topic = kafka_topic(unique_name("memory"), 4, max(sizes), 1024)
     rows = []
     for batch in sizes:
         fresh_pubsub()
@@ -178,7 +173,7 @@ def main() -> None:
             console.print(f"bridges on the {engine} engine ...")
             results["throughput"].append(measure_throughput(engine, args))
         console.print("memory against batch size ...")
-        results["memory"] = measure_memory(args.records, (args.records // 10, args.records, args.records * 5 // 2))
+        results["memory"] = measure_memory((args.records // 10, args.records, args.records * 5 // 2))
         for engine in ("classic", "connect"):
             console.print(f"run overhead and continuous latency, {engine} engine ...")
             results["overhead"][engine] = latency.run_overhead(engine, remote)

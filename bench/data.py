@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import uuid
 
 LITE_LOCATION = "us-central1-a"
 PROJECT = "bench"
+
+
+def unique_name(prefix: str) -> str:
+    """A fresh name per measurement: nothing carries over from an earlier row."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 def payload(size: int) -> bytes:

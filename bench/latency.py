@@ -18,18 +18,17 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import yaml
 
 from bench.common import fresh_pubsub
-from bench.data import kafka_topic, pubsub_topic
+from bench.data import kafka_topic, pubsub_topic, unique_name
 from bridgectl.paths import PROJECT_ROOT
 
 
 def _bridge_env(workdir: Path, engine: str, remote: str, topic: str) -> tuple[dict[str, str], str]:
-    name = f"latency_{uuid.uuid4().hex[:6]}"
+    name = unique_name("latency").replace("-", "_")  # an asset name: letters, digits, underscores
     (workdir / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [{
         "name": name, "connector": "CloudPubSubSinkConnector",
         "config": {"topics": topic, "cps.project": "bench", "cps.topic": topic,
@@ -93,7 +92,7 @@ def _produce_now(topic: str) -> None:
 def run_overhead(engine: str, remote: str, repeats: int = 3) -> dict:
     """Medians over `repeats` runs of: start -> first record delivered, start -> run finished."""
     fresh_pubsub()
-    topic = kafka_topic(f"overhead-{uuid.uuid4().hex[:6]}", 1)
+    topic = kafka_topic(unique_name("overhead"), 1)
     _, subscription = pubsub_topic(topic)
     first, total = [], []
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
@@ -119,7 +118,7 @@ def continuous_latency(engine: str, remote: str, seconds: float = 90, rate_per_s
                        warmup_s: float = 20) -> dict:
     """p50/p95 of produce -> arrival with the daemon starting runs from the lag sensor."""
     fresh_pubsub()
-    topic = kafka_topic(f"latency-{uuid.uuid4().hex[:6]}", 2)
+    topic = kafka_topic(unique_name("latency"), 2)
     _, subscription = pubsub_topic(topic)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         env, _ = _bridge_env(Path(tmp), engine, remote, topic)

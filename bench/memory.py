@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import uuid
 
 from bench.common import warm_engine
-from bench.data import pubsub_topic
+from bench.data import pubsub_topic, unique_name
 from bench.process_memory import PeakMemory
 from bench.throughput import CLOUD_SINK_SETTINGS
 
@@ -33,20 +32,20 @@ def main() -> None:
     from connectors.kafka.connection import KafkaConnection
 
     spark, _ = warm_engine("classic", None)
-    destination = f"memory-{uuid.uuid4().hex[:6]}"
+    destination = unique_name("memory")
     pubsub_topic(destination, subscribe=False)
     config = CloudPubSubSinkConfig.model_validate(
         {"topics": args.topic, "cps.project": "bench", "cps.topic": destination, **CLOUD_SINK_SETTINGS["tuned"]})
     admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
     batch = BatchSettings(max_records=args.records, initial_offsets="earliest")
-    with PeakMemory() as before_and_during:
+    with PeakMemory() as memory:
         result = run_sink_batch(spark, "bench", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]),
                                 admin, {}, batch, "connect-bench")
     assert result.totals["published"] == args.records, result.totals
     print(json.dumps({"records": args.records, "seconds": round(result.duration_s, 2),
-                      "peak_mb": round(before_and_during.peak / 1e6),
-                      "jvm_mb": round(before_and_during.peak_by_kind["jvm"] / 1e6),
-                      "python_mb": round(before_and_during.peak_by_kind["python"] / 1e6)}))
+                      "peak_mb": round(memory.peak / 1e6),
+                      "jvm_mb": round(memory.peak_by_kind["jvm"] / 1e6),
+                      "python_mb": round(memory.peak_by_kind["python"] / 1e6)}))
 
 
 if __name__ == "__main__":

@@ -21,14 +21,12 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def tree_rss_by_kind(root: int, exclude: frozenset[int] = frozenset()) -> Counter:
+def tree_rss_by_kind(root: int) -> Counter:
     """Resident bytes of a process tree, split into `jvm` (java processes) and `python` (the rest)."""
     total: Counter = Counter()
     stack = [root]
     while stack:
         pid = stack.pop()
-        if pid in exclude:
-            continue
         try:
             kind = "jvm" if Path(f"/proc/{pid}/comm").read_text().strip() == "java" else "python"
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -41,12 +39,11 @@ def tree_rss_by_kind(root: int, exclude: frozenset[int] = frozenset()) -> Counte
 
 
 class PeakMemory(threading.Thread):
-    """Peak of this process tree (minus `exclude`) plus the trees of `also` (e.g. a Spark Connect server):
+    """Peak of this process tree plus the trees of `also` (e.g. a Spark Connect server):
     `peak` of the sum, and `peak_by_kind` of the JVM and the Python processes each."""
 
-    def __init__(self, exclude: frozenset[int] = frozenset(), also: tuple[int, ...] = (), interval_s: float = 0.2):
+    def __init__(self, also: tuple[int, ...] = (), interval_s: float = 0.2):
         super().__init__(daemon=True)
-        self._exclude = exclude
         self._also = also
         self.peak = 0
         self.peak_by_kind: Counter = Counter()
@@ -58,7 +55,7 @@ class PeakMemory(threading.Thread):
             self._sample()
 
     def _sample(self) -> None:
-        sample = tree_rss_by_kind(os.getpid(), self._exclude)
+        sample = tree_rss_by_kind(os.getpid())
         for pid in self._also:
             sample.update(tree_rss_by_kind(pid))
         self.peak = max(self.peak, sum(sample.values()))

@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import uuid
 from dataclasses import asdict, dataclass
 
 from bench.common import attached_stack, fresh_pubsub, warm_engine
-from bench.data import kafka_topic, lite_connection, lite_topic, publish_pubsub, pubsub_topic
+from bench.data import kafka_topic, lite_connection, lite_topic, publish_pubsub, pubsub_topic, unique_name
 from bench.process_memory import PeakMemory
 
 PARTITIONS = 4
@@ -35,14 +34,6 @@ class Row:
     records: int
     seconds: float
     peak_mb: float
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.seconds
-
-
-def _unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 def main() -> None:
@@ -63,14 +54,14 @@ def main() -> None:
     servers = {s.name: s.pid for s in stack.status()}
     remote = stack.env()["BRIDGE_SPARK_REMOTE"]
     spark, start_s = warm_engine(args.engine, remote)
-    # On Connect the work happens in the server: its process tree counts as the run's memory.
+    # On Connect the work happens in the server: its process tree counts as the run's memory. (The
+    # other servers are not this process's descendants: the parent started them.)
     also = (servers["spark"],) if args.engine == "connect" else ()
-    exclude = frozenset(pid for pid in servers.values() if pid)
     admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
     rows: list[Row] = []
 
     def measure(connector: str, size: int, settings: str, run) -> None:
-        with PeakMemory(exclude=exclude, also=also) as memory:
+        with PeakMemory(also=also) as memory:
             records, seconds = run()
         rows.append(Row(connector, args.engine, size, settings, records, round(seconds, 3), round(memory.peak / 1e6)))
         print(f"{connector:28} {args.engine:8} {size:5} B  {settings:32} {records:>8,} in {seconds:6.1f} s",
@@ -78,7 +69,7 @@ def main() -> None:
 
     batch = BatchSettings(max_records=args.records, initial_offsets="earliest")
     for size in [int(s) for s in args.sizes.split(",")]:
-        source_topic = kafka_topic(_unique(f"bench-{size}"), PARTITIONS, args.records, size)
+        source_topic = kafka_topic(unique_name(f"bench-{size}"), PARTITIONS, args.records, size)
         _cloud_sink(measure, spark, admin, source_topic, size, batch)
         lite_subscription = _lite_sink(measure, spark, admin, source_topic, size, batch)
         _archive(measure, spark, admin, source_topic, size, batch)
@@ -97,7 +88,7 @@ def _cloud_sink(measure, spark, admin, topic, size, batch):
     connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
     for label, keys in CLOUD_SINK_SETTINGS.items():
         fresh_pubsub()
-        destination = _unique("cps-sink")
+        destination = unique_name("cps-sink")
         pubsub_topic(destination, subscribe=False)
         config = CloudPubSubSinkConfig.model_validate(
             {"topics": topic, "cps.project": "bench", "cps.topic": destination, **keys})
@@ -115,7 +106,7 @@ def _lite_sink(measure, spark, admin, topic, size, batch):
     from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 
     for label, keys in LITE_SINK_SETTINGS.items():
-        name = _unique("lite-sink")
+        name = unique_name("lite-sink")
         _, subscription = lite_topic(name, PARTITIONS)
         config = PubSubLiteSinkConfig.model_validate({
             "topics": topic, "pubsublite.project": "bench", "pubsublite.location": str(subscription.location),
@@ -137,13 +128,13 @@ def _archive(measure, spark, admin, topic, size, batch):
     from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 
     for label, keys in ARCHIVE_SETTINGS.items():
-        bucket = _unique("archive")
+        bucket = unique_name("archive")
         boto3.client("s3").create_bucket(Bucket=bucket)
         config = S3BlockGzipSinkConfig.model_validate({"topics": topic, "s3.bucket": bucket, "s3.path_style": True,
                                                        **keys})
 
         def run():
-            result = run_archive_batch(spark, config, admin, batch, _unique("archive-group"))
+            result = run_archive_batch(spark, config, admin, batch, unique_name("archive-group"))
             assert result.totals["records"] == batch.max_records, result.totals
             return result.totals["records"], result.duration_s
 
@@ -159,7 +150,7 @@ def _cloud_source(measure, spark, admin, size, count):
     connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
     for label, keys in CLOUD_SOURCE_SETTINGS.items():
         fresh_pubsub()
-        name = _unique("cps-source")
+        name = unique_name("cps-source")
         topic, _ = pubsub_topic(name)
         publish_pubsub(topic, count, size)
         kafka_topic(name, PARTITIONS)
@@ -178,7 +169,7 @@ def _lite_source(measure, spark, admin, subscription, size, count):
     from connectors.pubsublite_source.batch import run_lite_source_batch
     from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 
-    back = kafka_topic(_unique("lite-back"), PARTITIONS)
+    back = kafka_topic(unique_name("lite-back"), PARTITIONS)
     config = PubSubLiteSourceConfig.model_validate({
         "pubsublite.project": "bench", "pubsublite.location": str(subscription.location),
         "pubsublite.subscription": subscription.name, "kafka.topic": back})
