@@ -47,19 +47,17 @@ class PubSubConnection:
             kwargs["credentials"] = credentials
         return kwargs
 
-    def publisher(self, batch_settings=None, publisher_options=None, compression_bytes_threshold: int | None = None):
-        """A publisher; with a compression threshold, requests of at least that many bytes are gzipped."""
-        from google.cloud import pubsub_v1
+    def publish_channel(self):
+        """One gRPC channel for raw publish requests (connectors.cloud_pubsub.request_publisher)."""
+        import grpc
 
-        kwargs = self._prepare()
-        args = [batch_settings] if batch_settings is not None else []
-        if publisher_options is not None:
-            kwargs["publisher_options"] = publisher_options
-        if compression_bytes_threshold is None:
-            return pubsub_v1.PublisherClient(*args, **kwargs)
-        from connectors.cloud_pubsub.compression import CompressingPublisherClient
+        options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        if self.emulator_host:
+            return grpc.insecure_channel(self.emulator_host, options=options)
+        from google.api_core import grpc_helpers
 
-        return CompressingPublisherClient(*args, compression_bytes_threshold=compression_bytes_threshold, **kwargs)
+        return grpc_helpers.create_channel(self.endpoint, credentials=self._credentials(), scopes=[PUBSUB_SCOPE],
+                                           default_host="pubsub.googleapis.com", options=options)
 
     def subscriber(self):
         from google.cloud import pubsub_v1

@@ -9,6 +9,7 @@ import dataclasses
 import logging
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connectors.arrow_rows import rows_batch
 from connectors.config.common import ErrorHandlingKeys
@@ -47,6 +48,19 @@ class SinkTally:
         counts = self.of(record)
         counts.records += 1
         counts.bytes += len(record.value or b"") + len(record.key or b"")
+
+    def read_batch(self, batch: pa.RecordBatch) -> None:
+        """read() for a whole batch of Spark's Kafka rows, counted by column."""
+        sizes = pc.add(pc.fill_null(pc.binary_length(batch.column("key")), 0),
+                       pc.fill_null(pc.binary_length(batch.column("value")), 0))
+        table = pa.table({"topic": batch.column("topic"), "partition": batch.column("partition"), "size": sizes})
+        for row in table.group_by(["topic", "partition"]).aggregate([("size", "count"), ("size", "sum")]).to_pylist():
+            counts = self._counts[(row["topic"], row["partition"])]
+            counts.records += row["size_count"]
+            counts.bytes += row["size_sum"]
+
+    def partition(self, topic: str, partition: int) -> PartitionCounts:
+        return self._counts[(topic, partition)]
 
     def reject(self, record: KafkaRecord, stage: str, error: BaseException) -> None:
         """A record that cannot be delivered; with errors.tolerance=none it fails the task."""

@@ -14,7 +14,12 @@ from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sen
 from bridge_assets.definitions import build_definitions
 from sensors.recorded_offsets import recorded_kafka_offsets
 from resources import default_resources
+from google.pubsub_v1.types import PubsubMessage
+
 from connectors.cloud_pubsub.clients import PubSubConnection
+from connectors.cloud_pubsub.request_publisher import RequestPublisher
+from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.cloud_pubsub_sink.write import publish_settings
 from tests.e2e.helpers import (
     PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, materialize_bridge, produce, produce_to_partition,
     sink_bridges_file,
@@ -147,11 +152,17 @@ def test_topics_regex_picks_up_new_topics_and_partitions(stack, spark, tmp_path,
 
 def test_compressed_publish_requests_reach_the_emulator(stack, unique):
     subscription = create_pubsub_topic(f"gzip-{unique}")
-    publisher = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]).publisher(
-        compression_bytes_threshold=0)
-    publisher.publish(publisher.topic_path(PROJECT, f"gzip-{unique}"), b"z" * 2000).result(30)
-    assert publisher.compressed_requests == 1
-    assert [m.data for m in drain(subscription)] == [b"z" * 2000]
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": PROJECT, "cps.topic": f"gzip-{unique}",
+                                                   "enableCompression": True, "compressionBytesThreshold": 1000})
+    connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
+    acked = []
+    publisher = RequestPublisher(connection.publish_channel(), f"projects/{PROJECT}/topics/gzip-{unique}",
+                                 publish_settings(config), acked.extend, lambda *rejected: None)
+    for origin, data in enumerate((b"z" * 2000, b"small")):
+        publisher.add(PubsubMessage.pb()(data=data), len(data), origin)
+        publisher.close(30)  # each message its own request: only the large one is over the threshold
+    assert publisher.compressed_requests == 1 and acked == [0, 1]
+    assert sorted(m.data for m in drain(subscription)) == [b"small", b"z" * 2000]
 
 
 def test_properties_file_bridge_with_struct_values(stack, spark, tmp_path, unique):

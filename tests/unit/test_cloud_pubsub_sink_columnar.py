@@ -1,0 +1,77 @@
+"""The columnar conversion gives what the record-by-record rules give, row for row."""
+
+import itertools
+
+import pyarrow as pa
+import pytest
+
+from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
+from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter
+from connectors.kafka.record import RecordError, records_from_arrow
+
+STRING = "org.apache.kafka.connect.storage.StringConverter"
+BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+KEYS = [None, b"", b"user-1", "ключ".encode(), b"\xff\xfe", b"k" * 1025, "é".encode() * 300, b"\x80" * 800]
+VALUES = [None, b"", b"hello", b"\xc3\x28", b"v" * 2000]
+HEADERS = [[], [{"key": "h", "value": b"x"}], [{"key": "bin", "value": b"\xff"}, {"key": "n", "value": None}],
+           [{"key": "goog-bad", "value": b"y"}, {"key": "key", "value": b"dup"}]]
+
+
+def _batch() -> pa.RecordBatch:
+    rows = list(itertools.product(KEYS, VALUES, HEADERS))
+    n = len(rows)
+    return pa.RecordBatch.from_pydict({
+        "topic": ["t"] * n, "partition": [i % 3 for i in range(n)], "offset": list(range(100, 100 + n)),
+        "key": [r[0] for r in rows], "value": [r[1] for r in rows],
+        "timestamp_ms": [None if i % 7 == 0 else 1_700_000_000_000 + i for i in range(n)],
+        "timestampType": [-1 if i % 11 == 0 else 0 for i in range(n)],
+        "headers": [r[2] for r in rows],
+    }, schema=pa.schema([
+        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
+        ("value", pa.binary()), ("timestamp_ms", pa.int64()), ("timestampType", pa.int32()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    ]))
+
+
+def _outcome(convert, record):
+    try:
+        message = convert(record)
+    except RecordError as exc:
+        return ("error", str(exc))
+    return None if message is None else (message.data, message.attributes, message.ordering_key)
+
+
+@pytest.mark.parametrize("key_converter, value_converter", [(STRING, STRING), (BYTES, BYTES), (BYTES, STRING)])
+@pytest.mark.parametrize("extra", [
+    {}, {"metadata.publish": True}, {"headers.publish": True, "orderingKeySource": "key"},
+    {"metadata.publish": True, "headers.publish": True, "orderingKeySource": "partition"},
+])
+def test_columnar_conversion_matches_the_record_rules(key_converter, value_converter, extra):
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c",
+                                                   "key.converter": key_converter,
+                                                   "value.converter": value_converter, **extra})
+    columnar = ColumnarConverter(config)
+    assert columnar.columnar
+    batch = _batch()
+    expected = [_outcome(CloudPubSubSinkConverter(config).convert, r) for r in records_from_arrow(batch)]
+    got = []
+    for row, outcome in columnar.convert(batch):
+        assert row == len(got)
+        got.append(("error", str(outcome)) if isinstance(outcome, RecordError) else
+                   None if outcome is None else (outcome.data, outcome.attributes, outcome.ordering_key))
+    assert got == expected
+    kinds = {type(o[0]) if o else None for o in expected}
+    # the data set has messages, bad records and (without metadata attributes) skipped records
+    assert kinds == ({bytes, str} if extra.get("metadata.publish") else {bytes, str, None})
+
+
+def test_other_converters_take_the_record_path():
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c",
+                                                   "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                                                   "value.converter.schemas.enable": False})
+    columnar = ColumnarConverter(config)
+    assert not columnar.columnar
+    outcomes = [type(o).__name__ for _, o in columnar.convert(_batch().slice(0, 12))]
+    # rows 0-3 have a null value; 4-7 an empty one and 8-11 b"hello": neither is JSON
+    assert outcomes == ["NoneType"] * 4 + ["RecordError"] * 8
