@@ -6,7 +6,9 @@ On one fresh local stack, for 100 B and 1 KiB records:
 3. every connector's micro-batch throughput and peak memory, at seed defaults and tuned settings,
    on the classic engine and on the warm Spark Connect engine (one process per engine);
    peak memory of the Cloud Pub/Sub sink at three batch sizes, a fresh process each;
-4. run overhead (command start to first record delivered) and end-to-end latency with the daemon
+4. the reference: the released Java connector (1.3.3) in a Kafka Connect standalone worker on the same
+   Kafka and pstest, sink (tasks.max=2) and source (tasks.max 1 and 2), with its CPU time;
+5. run overhead (command start to first record delivered) and end-to-end latency with the daemon
    starting runs from the sensor (p50/p95), on both engines.
 Writes bench/results.json and bench/results.md (the tables the README shows) and prints them.
 """
@@ -17,6 +19,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +29,8 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from bench import latency, limits, naive
-from bench.common import bench_stack, fresh_pubsub
+from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.java_reference import java_reference
 from bench.data import kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name
 
 RESULTS = Path(__file__).resolve().parent
@@ -76,6 +80,30 @@ def measure_naive(size: int, records: int) -> dict[str, float]:
     return {k: round(v, 1) for k, v in out.items()}
 
 
+def measure_java(size: int, records: int, source_records: int) -> dict:
+    """The Java connector's sink and source rows for one record size (bench.java_reference)."""
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
+    out = {}
+    folder = BENCH_STACK_HOME / "java-reference"
+    shutil.rmtree(folder, ignore_errors=True)
+    with java_reference(folder) as reference:
+        topic = kafka_topic(unique_name(f"java-{size}"), 4, records, size)
+        fresh_pubsub()
+        destination, _ = pubsub_topic(unique_name("java-sink"), subscribe=False)
+        out["sink_2"] = reference.sink(admin, topic, destination.rsplit("/", 1)[-1], records, tasks_max=2)
+        for tasks in (1, 2):
+            fresh_pubsub()
+            name = unique_name("java-source")
+            source, subscription = pubsub_topic(name)
+            publish_pubsub(source, source_records, size)
+            admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
+            out[f"source_{tasks}"] = reference.source(admin, subscription, name, source_records, tasks_max=tasks)
+    return out
+
+
 def measure_throughput(engine: str, args) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([sys.executable, "-m", "bench.throughput", "--engine", engine, "--records", str(args.records),
@@ -113,18 +141,29 @@ def render(results: dict) -> str:
         row = results["naive"][str(size)]
         lines.append(f"| {size} B | {row['kafka_to_pubsub']:,} | {row['kafka_to_lite']:,} | "
                      f"{row['pubsub_to_kafka']:,} | {row['lite_to_kafka']:,} |")
+    lines += ["", "### The Java connector (1.3.3, Kafka Connect standalone worker, seed defaults)", "",
+              "| direction | size | tasks.max | records | steady seconds | records/s | CPU s per 100k records |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for size in sizes:
+        for key, direction, tasks in (("sink_2", "sink", 2), ("source_1", "source", 1), ("source_2", "source", 2)):
+            j = results["java"][str(size)][key]
+            lines.append(f"| {direction} | {size} B | {tasks} | {j['records']:,} | {j['seconds']:.2f} | "
+                         f"{j['records'] / j['seconds']:,.0f} | {j['cpu_per_100k']:.1f} |")
     lines += ["", "### Bridges: one micro-batch", "",
               "| connector | size | settings | engine | records | seconds | records/s | MB/s | peak memory (MB) "
-              "| × raw limit | × naive |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| CPU s per 100k | × Java | × raw limit | × naive |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for engine_result in results["throughput"]:
         for r in engine_result["rows"]:
             rate = r["records"] / r["seconds"]
             limit_row = results["limits"][str(r["size"])]
             bound = min(limit_row[k] for k in PATHS[r["connector"]])
             naive_rate = results["naive"][str(r["size"])].get(NAIVE.get(r["connector"], ""), 0)
+            java = java_rate(results, r)
             lines.append(
                 f"| {r['connector']} | {r['size']} B | {r['settings']} | {r['engine']} | {r['records']:,} | "
                 f"{r['seconds']:.1f} | {rate:,.0f} | {rate * r['size'] / 1e6:.2f} | {r['peak_mb']:,.0f} | "
+                f"{r['cpu_s'] * 100_000 / r['records']:.1f} | {f'{rate / java:.2f}' if java else 'n/a'} | "
                 f"{rate / bound:.2f} | {f'{rate / naive_rate:.0f}×' if naive_rate else 'n/a'} |")
     lines += ["", "Session start before the rows: " + ", ".join(
         f"{t['engine']} {t['session_start_s']} s" for t in results["throughput"]) + ". Peak memory is the "
@@ -145,6 +184,16 @@ def render(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def java_rate(results: dict, row: dict) -> float | None:
+    """The Java row a row of ours is held against: the sink at tasks.max=2, the source at its best of 1 and 2."""
+    java = results["java"][str(row["size"])]
+    if row["connector"] == "CloudPubSubSinkConnector":
+        return java["sink_2"]["records"] / java["sink_2"]["seconds"]
+    if row["connector"] == "CloudPubSubSourceConnector":
+        return max(java[k]["records"] / java[k]["seconds"] for k in ("source_1", "source_2"))
+    return None
+
+
 PATHS_LIMIT_NAMES = {"kafka_consume": "Kafka consume (librdkafka)", "kafka_produce": "Kafka produce (idempotent)",
                      "pubsub_publish": "Pub/Sub publish (best batching)", "pubsub_pull": "Pub/Sub pull (1,000/call)",
                      "lite_publish": "Lite publish (library)", "lite_subscribe": "Lite subscribe (library)",
@@ -161,7 +210,7 @@ def main() -> None:
     console = Console(stderr=True)
     results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
                "source_records": args.source_records, "limits": {}, "naive": {}, "throughput": [],
-               "memory": [], "overhead": {}, "latency": {}}
+               "java": {}, "memory": [], "overhead": {}, "latency": {}}
     with bench_stack() as stack:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
         for size in [int(s) for s in args.sizes.split(",")]:
@@ -169,6 +218,8 @@ def main() -> None:
             results["limits"][str(size)] = measure_limits(size, args.records, args.source_records)
             console.print(f"naive loops, {size} B ...")
             results["naive"][str(size)] = measure_naive(size, args.records)
+            console.print(f"the Java connector, {size} B ...")
+            results["java"][str(size)] = measure_java(size, args.records, args.source_records)
         for engine in ("classic", "connect"):
             console.print(f"bridges on the {engine} engine ...")
             results["throughput"].append(measure_throughput(engine, args))

@@ -1,4 +1,4 @@
-"""Peak resident memory of this process and all its descendants (JVM, Spark's Python workers).
+"""Peak resident memory and CPU time of this process and all its descendants (JVM, Spark's Python workers).
 
 Sampled from /proc because getrusage only reports children that have exited.
 """
@@ -69,3 +69,23 @@ class PeakMemory(threading.Thread):
     def __exit__(self, *exc) -> None:
         self._done.set()
         self.join()
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(*roots: int) -> float:
+    """User plus system CPU seconds of the live processes in these trees (all threads), from /proc."""
+    total, stack, seen = 0, list(roots), set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        except (OSError, IndexError):
+            continue
+        stack += _children(pid)
+    return total / _CLOCK_TICKS

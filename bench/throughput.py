@@ -16,10 +16,13 @@ from dataclasses import asdict, dataclass
 
 from bench.common import attached_stack, fresh_pubsub, warm_engine
 from bench.data import kafka_topic, lite_connection, lite_topic, publish_pubsub, pubsub_topic, unique_name
-from bench.process_memory import PeakMemory
+from bench.process_memory import PeakMemory, tree_cpu_seconds
 
 PARTITIONS = 4
-CLOUD_SINK_SETTINGS = {"seed defaults": {}, "tuned": {"maxBufferSize": 1000, "maxDelayThresholdMs": 20}}
+# String keys, as the Java reference rows read them (bench.java_reference).
+STRING_KEYS = {"key.converter": "org.apache.kafka.connect.storage.StringConverter"}
+CLOUD_SINK_SETTINGS = {"seed defaults": STRING_KEYS,
+                       "tuned": {**STRING_KEYS, "maxBufferSize": 1000, "maxDelayThresholdMs": 20}}
 CLOUD_SOURCE_SETTINGS = {"seed defaults": {}, "tuned": {"cps.maxBatchSize": 1000}}
 LITE_SINK_SETTINGS = {"seed defaults": {}, "ordering mode KAFKA": {"pubsublite.ordering.mode": "KAFKA"}}
 ARCHIVE_SETTINGS = {"seed defaults (64 MiB blocks)": {}, "1 MiB blocks": {"compressed_block_size": 1 << 20}}
@@ -34,6 +37,7 @@ class Row:
     records: int
     seconds: float
     peak_mb: float
+    cpu_s: float  # user+sys of this process tree and, on Connect, the server's (JVM and Python workers)
 
 
 def main() -> None:
@@ -61,9 +65,12 @@ def main() -> None:
     rows: list[Row] = []
 
     def measure(connector: str, size: int, settings: str, run) -> None:
+        cpu_before = tree_cpu_seconds(os.getpid(), *also)
         with PeakMemory(also=also) as memory:
             records, seconds = run()
-        rows.append(Row(connector, args.engine, size, settings, records, round(seconds, 3), round(memory.peak / 1e6)))
+        cpu = tree_cpu_seconds(os.getpid(), *also) - cpu_before
+        rows.append(Row(connector, args.engine, size, settings, records, round(seconds, 3), round(memory.peak / 1e6),
+                        round(cpu, 2)))
         print(f"{connector:28} {args.engine:8} {size:5} B  {settings:32} {records:>8,} in {seconds:6.1f} s",
               flush=True)
 

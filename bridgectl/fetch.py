@@ -34,7 +34,7 @@ def require_tool(name: str, purpose: str) -> str:
     return path
 
 
-def _copy_maven_dependencies(pom: Path, target: Path, include: tuple[str, ...] = ()) -> None:
+def _copy_maven_dependencies(pom: Path, target: Path, include: tuple[str, ...] = (), transitive: bool = True) -> None:
     mvn = require_tool("mvn", "Apache Maven, to fetch jars from Maven Central")
     require_tool("java", "OpenJDK 17, to run Kafka and Spark")
     partial = target.with_name(target.name + ".partial")
@@ -45,6 +45,8 @@ def _copy_maven_dependencies(pom: Path, target: Path, include: tuple[str, ...] =
     ]
     if include:
         cmd.append("-DincludeArtifactIds=" + ",".join(include))
+    if not transitive:
+        cmd.append("-DexcludeTransitive=true")
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         errors = [line for line in result.stdout.splitlines() if "ERROR" in line][:3]
@@ -69,6 +71,25 @@ def spark_kafka_jars() -> list[str]:
             STACK_FILES / "maven" / "spark-kafka.pom.xml", target, SPARK_KAFKA_ARTIFACTS
         )
     return sorted(str(p) for p in target.glob("*.jar"))
+
+
+def kafka_connect_jars() -> Path:
+    """Folder with a Kafka Connect standalone worker's classpath (the benchmark's reference rows)."""
+    target = cache_dir() / "kafka-connect-libs"
+    if not target.is_dir():
+        print("fetching Kafka Connect 4.1.1 from Maven Central (first use only) ...", flush=True)
+        _copy_maven_dependencies(STACK_FILES / "maven" / "kafka-connect.pom.xml", target)
+    return target
+
+
+def pubsub_java_connector_plugin() -> Path:
+    """A Kafka Connect plugin folder holding the released Java Pub/Sub connector (63 MB, shaded)."""
+    target = cache_dir() / "pubsub-java-connector"
+    if not target.is_dir():
+        print("fetching com.google.cloud:pubsub-group-kafka-connector:1.3.3 from Maven Central (63 MB, first use "
+              "only) ...", flush=True)
+        _copy_maven_dependencies(STACK_FILES / "maven" / "pubsub-java-connector.pom.xml", target, transitive=False)
+    return target
 
 
 def pstest_binary() -> Path:

@@ -1,0 +1,184 @@
+"""The reference: the released Java Pub/Sub Group Kafka Connector (1.3.3) in a Kafka Connect
+standalone worker, against the bench's own Kafka and pstest, timed by the rules of issue #13.
+
+- Sink: done when the committed offsets of group connect-<name> reach the end offsets (polled every
+  0.1 s; offset.flush.interval.ms=1000); steady rate = records / (done - the first partition
+  assignment in the worker's log). CPU = the worker JVM's user+sys over that same span.
+- Source: the Kafka topic stamps arrival (LogAppendTime); steady rate = records / (last - first
+  arrival). CPU = the JVM's over first record seen to done.
+The worker reaches pstest through bench.tls_front (the connector only speaks TLS to Google hosts).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from bench.data import PROJECT, unique_name
+from bench.process_memory import tree_cpu_seconds
+from bench.tls_front import TRUST_STORE_PASSWORD
+from bridgectl import fetch
+from bridgectl.local_stack import _free_port
+
+FRONT_LISTEN = "127.0.0.2:443"
+ASSIGNED = re.compile(r"^(\d{13}) .*Adding newly assigned partitions", re.M)
+LOG4J2 = """status = error
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{UNIX_MILLIS} %p [%t] %c - %m%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+"""
+
+
+class JavaReference:
+    def __init__(self, folder: Path, credentials: Path, kafka: str):
+        self.folder = folder
+        self.credentials = credentials
+        self.kafka = kafka
+        self.classpath = str(fetch.kafka_connect_jars() / "*")
+        self.plugin = fetch.pubsub_java_connector_plugin()
+
+    def _start(self, name: str, connector: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+        work = self.folder / name
+        work.mkdir(parents=True)
+        (work / "log4j2.properties").write_text(LOG4J2)
+        _properties(work / "worker.properties", {
+            "bootstrap.servers": self.kafka, "plugin.path": str(self.plugin),
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "offset.storage.file.filename": str(work / "offsets"), "offset.flush.interval.ms": "1000",
+            "listeners": f"http://127.0.0.1:{_free_port()}",
+        })
+        _properties(work / "connector.properties", {
+            "name": name, "gcp.credentials.file.path": str(self.credentials / "service-account.json"),
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter", **connector})
+        log = work / "worker.log"
+        command = [
+            fetch.require_tool("java", "OpenJDK 17"), "-Xms256m", "-Xmx2g",  # connect-standalone.sh's heap
+            f"-Djdk.net.hosts.file={self.credentials / 'hosts'}",
+            f"-Djavax.net.ssl.trustStore={self.credentials / 'trust.p12'}",
+            f"-Djavax.net.ssl.trustStorePassword={TRUST_STORE_PASSWORD}", "-Djavax.net.ssl.trustStoreType=PKCS12",
+            f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}", "-cp", self.classpath,
+            "org.apache.kafka.connect.cli.ConnectStandalone", str(work / "worker.properties"),
+            str(work / "connector.properties"),
+        ]
+        with open(log, "w") as out:
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), log
+
+    def sink(self, admin, topic: str, destination: str, records: int, tasks_max: int, timeout_s: float = 300) -> dict:
+        """Kafka `topic` (already filled) -> Pub/Sub `destination` with the seed's defaults."""
+        name = unique_name("java-sink")
+        partitions = admin.partitions([topic])
+        end = sum(admin.end_offsets(partitions).get(topic, {}).values())
+        worker, log = self._start(name, {
+            "connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector", "tasks.max": str(tasks_max),
+            "topics": topic, "cps.project": PROJECT, "cps.topic": destination})
+        try:
+            deadline, assigned_cpu = time.monotonic() + timeout_s, None
+            while True:
+                if assigned_cpu is None and ASSIGNED.search(log.read_text(errors="replace")):
+                    assigned_cpu = tree_cpu_seconds(worker.pid)
+                committed = admin.committed_offsets(f"connect-{name}", partitions).get(topic, {})
+                if sum(committed.values()) >= end:
+                    done, done_cpu = time.time(), tree_cpu_seconds(worker.pid)
+                    break
+                _check(worker, log, deadline)
+                time.sleep(0.1)
+            first = int(ASSIGNED.search(log.read_text(errors="replace")).group(1)) / 1000
+            return _row(records, done - first, done_cpu - (assigned_cpu or 0.0))
+        finally:
+            _stop(worker)
+
+    def source(self, admin, subscription: str, kafka_topic: str, records: int, tasks_max: int,
+               timeout_s: float = 300) -> dict:
+        """Pub/Sub `subscription` (already filled) -> Kafka `kafka_topic` (LogAppendTime) with the seed's defaults."""
+        name = unique_name("java-source")
+        partitions = admin.partitions([kafka_topic])
+        worker, log = self._start(name, {
+            "connector.class": "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
+            "tasks.max": str(tasks_max), "cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[-1],
+            "kafka.topic": kafka_topic})
+        try:
+            deadline, first_cpu = time.monotonic() + timeout_s, None
+            while True:
+                written = sum(admin.end_offsets(partitions).get(kafka_topic, {}).values())
+                if written and first_cpu is None:
+                    first_cpu = tree_cpu_seconds(worker.pid)
+                if written >= records:
+                    done_cpu = tree_cpu_seconds(worker.pid)
+                    break
+                _check(worker, log, deadline)
+                time.sleep(0.1)
+            first, last = arrival_span(kafka_topic, partitions[kafka_topic], records)
+            return _row(records, last - first, done_cpu - first_cpu)
+        finally:
+            _stop(worker)
+
+
+def arrival_span(topic: str, partitions: list[int], records: int) -> tuple[float, float]:
+    """First and last broker timestamps (seconds) of a LogAppendTime topic's first `records` records."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": unique_name("span"),
+                         "enable.auto.commit": False, "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    stamps: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(stamps) < records and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error() is None:
+                stamps.append(message.timestamp()[1])
+    consumer.close()
+    return min(stamps) / 1000, max(stamps) / 1000
+
+
+def _row(records: int, seconds: float, cpu_s: float) -> dict:
+    return {"records": records, "seconds": round(seconds, 3), "cpu_s": round(cpu_s, 2),
+            "cpu_per_100k": round(cpu_s * 100_000 / records, 2)}
+
+
+def _properties(path: Path, values: dict[str, str]) -> None:
+    import javaproperties
+
+    path.write_text(javaproperties.dumps(values, timestamp=False))
+
+
+def _check(worker: subprocess.Popen, log: Path, deadline: float) -> None:
+    if worker.poll() is not None or time.monotonic() > deadline:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise RuntimeError(f"the Java connector's worker {'exited' if worker.poll() is not None else 'timed out'}:\n"
+                           f"{tail}")
+
+
+def _stop(worker: subprocess.Popen) -> None:
+    worker.terminate()
+    try:
+        worker.wait(30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+
+
+@contextmanager
+def java_reference(folder: Path) -> Iterator[JavaReference]:
+    """The TLS front in front of the stack's pstest, and a JavaReference using it."""
+    front = subprocess.Popen([sys.executable, "-m", "bench.tls_front", "--dir", str(folder / "tls"),
+                              "--upstream", os.environ["PUBSUB_EMULATOR_HOST"], "--listen", FRONT_LISTEN],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        ready = front.stdout.readline()
+        if not ready.startswith("ready"):
+            raise RuntimeError(f"the TLS front in front of pstest did not start (it said {ready!r})")
+        yield JavaReference(folder, folder / "tls", os.environ["KAFKA_BOOTSTRAP_SERVERS"])
+    finally:
+        front.terminate()
+        front.wait(10)
