@@ -59,6 +59,10 @@ class PublishFailed(RuntimeError):
         self.origins = origins
 
 
+class PublishRejected(RuntimeError):
+    """Pub/Sub refused this one message (INVALID_ARGUMENT or FAILED_PRECONDITION)."""
+
+
 @dataclass
 class _Request:
     ordering_key: str
@@ -184,8 +188,7 @@ class RequestPublisher:
         now = time.monotonic()
         while self._retries and self._retries[0][0] <= now:
             self._ready.appendleft(heapq.heappop(self._retries)[2])
-        while self._ready and self._in_flight < self._settings.max_in_flight_requests:
-            self._send(self._ready.popleft())
+        self._send_ready()
         if block:
             wake = [t for t in (until, self._retries[0][0] if self._retries else None,
                                 next(iter(self._open.values())).opened + self._settings.delay_s if self._open else None)
@@ -201,6 +204,9 @@ class RequestPublisher:
             except queue.Empty:
                 break
             self._handle(request, future)
+        self._send_ready()
+
+    def _send_ready(self) -> None:
         while self._ready and self._in_flight < self._settings.max_in_flight_requests:
             self._send(self._ready.popleft())
 
@@ -230,12 +236,11 @@ class RequestPublisher:
         if code in REJECTED:
             # Give each message its own request, in order, ahead of the key's later requests.
             self._settle(request)
-            singles = [_Request(request.ordering_key, time.monotonic(), [m], [o], 0, alone=True)
+            size = request.size // len(request.messages)
+            singles = [_Request(request.ordering_key, time.monotonic(), [m], [o], size, alone=True)
                        for m, o in zip(request.messages, request.origins)]
-            for single in singles:
-                single.size = request.size // len(singles)
-                self._outstanding_messages += 1
-                self._outstanding_bytes += single.size
+            self._outstanding_messages += len(singles)
+            self._outstanding_bytes += size * len(singles)
             if request.ordering_key:
                 waiting = self._waiting_for_key[request.ordering_key]
                 waiting.extendleft(reversed(singles[1:]))
@@ -249,7 +254,3 @@ class RequestPublisher:
     def _settle(self, request: _Request) -> None:
         self._outstanding_messages -= len(request.messages)
         self._outstanding_bytes -= request.size
-
-
-class PublishRejected(RuntimeError):
-    """Pub/Sub refused this one message (INVALID_ARGUMENT or FAILED_PRECONDITION)."""

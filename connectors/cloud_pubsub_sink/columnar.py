@@ -20,18 +20,19 @@ from connectors.cloud_pubsub_sink.convert import (
 )
 from connectors.kafka.record import RecordError, records_from_arrow
 from connectors.kafka_connect.bytes_text import BASE64
-from connectors.kafka_connect.converters import ByteArrayConverter, StringConverter
+from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, StringConverter
 
 Outcome = Union[OutgoingMessage, None, RecordError]  # a message, a skipped record, or a bad record
 _SHORT_ENOUGH = 256  # characters: at most 1,024 UTF-8 bytes, under every attribute limit
 
 
-def _string_error(side: str, data: bytes) -> RecordError:
+def _string_error(data: bytes) -> RecordError:
+    """StringConverter's own error for bytes that are not UTF-8."""
     try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return RecordError(f"StringConverter: not valid UTF-8 ({exc.reason} at byte {exc.start})")
-    raise AssertionError(f"{side} is valid UTF-8")
+        StringConverter().to_connect(data)
+    except ConversionError as exc:
+        return RecordError(str(exc))
+    raise AssertionError("the bytes are valid UTF-8")
 
 
 class ColumnarConverter:
@@ -79,14 +80,14 @@ class ColumnarConverter:
                     key_encoding = None
                 except UnicodeDecodeError:
                     if key_is_string:
-                        yield row, _string_error("key", key)
+                        yield row, _string_error(key)
                         continue
                     key_text, key_encoding = base64.b64encode(key).decode("ascii"), BASE64
             if value is not None and value_is_string:
                 try:
                     value.decode("utf-8")
                 except UnicodeDecodeError:
-                    yield row, _string_error("value", value)
+                    yield row, _string_error(value)
                     continue
             if key is not None:
                 if len(key_text) > _SHORT_ENOUGH:

@@ -56,14 +56,12 @@ def publish_settings(cfg: CloudPubSubSinkConfig) -> PublishSettings:
 class _Slot:
     """One Arrow batch, kept alive by the origins (slot, row) of its messages still out."""
 
-    def __init__(self, batch: pa.RecordBatch, tally: SinkTally):
+    def __init__(self, batch: pa.RecordBatch, tally: SinkTally, partitions: list[PartitionCounts]):
         self.batch = batch
-        topics = batch.column("topic").unique().to_pylist()
-        partitions = batch.column("partition").unique().to_pylist()
         self.single: PartitionCounts | None = None
         self.per_row: list[PartitionCounts] = []
-        if len(topics) == 1 and len(partitions) == 1:  # the usual case: one Spark task per Kafka partition
-            self.single = tally.partition(topics[0], partitions[0])
+        if len(partitions) == 1:  # the usual case: one Spark task per Kafka partition
+            self.single = partitions[0]
         else:
             self.per_row = [tally.partition(t, p) for t, p in
                             zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist())]
@@ -94,8 +92,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
     publisher = RequestPublisher(channel, topic_path, publish_settings(cfg), acked, rejected)
     try:
         for batch in batches:
-            tally.read_batch(batch)
-            slot = _Slot(batch, tally)
+            slot = _Slot(batch, tally, tally.read_batch(batch))
             for row, outcome in converter.convert(batch):
                 if outcome is None:
                     slot.counts(row).skipped += 1

@@ -42,25 +42,28 @@ class SinkTally:
         self._dlq: DeadLetterQueue | None = None  # opened on the first dead letter only
 
     def of(self, record: KafkaRecord) -> PartitionCounts:
-        return self._counts[(record.topic, record.partition)]
+        return self.partition(record.topic, record.partition)
+
+    def partition(self, topic: str, partition: int) -> PartitionCounts:
+        return self._counts[(topic, partition)]
 
     def read(self, record: KafkaRecord) -> None:
         counts = self.of(record)
         counts.records += 1
         counts.bytes += len(record.value or b"") + len(record.key or b"")
 
-    def read_batch(self, batch: pa.RecordBatch) -> None:
-        """read() for a whole batch of Spark's Kafka rows, counted by column."""
+    def read_batch(self, batch: pa.RecordBatch) -> list[PartitionCounts]:
+        """read() for a whole batch of Spark's Kafka rows, counted by column; the partitions it holds."""
         sizes = pc.add(pc.fill_null(pc.binary_length(batch.column("key")), 0),
                        pc.fill_null(pc.binary_length(batch.column("value")), 0))
         table = pa.table({"topic": batch.column("topic"), "partition": batch.column("partition"), "size": sizes})
+        touched = []
         for row in table.group_by(["topic", "partition"]).aggregate([("size", "count"), ("size", "sum")]).to_pylist():
-            counts = self._counts[(row["topic"], row["partition"])]
+            counts = self.partition(row["topic"], row["partition"])
             counts.records += row["size_count"]
             counts.bytes += row["size_sum"]
-
-    def partition(self, topic: str, partition: int) -> PartitionCounts:
-        return self._counts[(topic, partition)]
+            touched.append(counts)
+        return touched
 
     def reject(self, record: KafkaRecord, stage: str, error: BaseException) -> None:
         """A record that cannot be delivered; with errors.tolerance=none it fails the task."""
