@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dagster import Definitions
+from dagster import Definitions, in_process_executor
 
 from bridge_assets.factory import build_bridge_asset
 from connectors.config.bridges_file import load_bridges
@@ -18,4 +18,7 @@ def build_definitions(bridges_file: str | None = None) -> Definitions:
         jobs=[build_bridge_job(b) for b in bridges],
         sensors=[build_bridge_sensor(b, job_name(b)) for b in bridges],
         resources=default_resources(),
+        # Also for `dagster asset materialize` and the UI's ad hoc runs: one step per bridge, so a
+        # subprocess per step would only add seconds of start-up (and a second Spark session).
+        executor=in_process_executor,
     )

@@ -1,14 +1,17 @@
 """One software-defined asset per bridge."""
 
+from typing import TYPE_CHECKING
 
 from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
 
 from sensors.recorded_offsets import (
     kafka_offsets_metadata, lite_cursors_metadata, recorded_kafka_offsets, recorded_lite_cursors,
 )
-from connectors.kafka.sink_batch import SinkBatchResult
 from connectors.config.bridges_file import Bridge
 from resources.connectors import CloudPubSubSourceResource, PubSubLiteSourceResource, S3BlockGzipSinkResource
+
+if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
+    from connectors.kafka.sink_batch import SinkBatchResult
 
 
 def build_bridge_asset(bridge: Bridge) -> AssetsDefinition:
@@ -133,7 +136,7 @@ def _s3_block_gzip_sink_asset(bridge: Bridge) -> AssetsDefinition:
     return _bridge
 
 
-def sink_metadata(result: SinkBatchResult) -> dict:
+def sink_metadata(result: "SinkBatchResult") -> dict:
     t = result.totals
     metadata = {
         "kafka_offsets": kafka_offsets_metadata(result.next_offsets),

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
+from typing import Protocol
 
 from pyspark.sql import SparkSession
 
@@ -53,6 +55,47 @@ def get_spark_session(
     for key, value in {**ENGINE_CONF, **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+class SessionIdStore(Protocol):
+    """Where the id of the shared Spark Connect session is kept between runs (the Dagster instance)."""
+
+    def get(self) -> str | None: ...
+
+    def set(self, session_id: str) -> None: ...
+
+
+def shared_connect_session(remote: str, store: SessionIdStore) -> SparkSession:
+    """A client of the one server-side session every run of this deployment shares.
+
+    Why share: a Spark Connect server starts a Python worker daemon per session and keeps it until it
+    stops, so a new session per run costs ~1.2 s of worker start and leaks a process every run. Runs
+    of different bridges may share a session: they use no session state (temp views, confs) and
+    Spark Connect runs each request as its own operation. A session the server closed (released or
+    idle past its timeout) cannot be reopened under its id, so then a new id is made and stored.
+    """
+    session_id = store.get()
+    if session_id:
+        spark = SparkSession.builder.remote(_with_session_id(remote, session_id)).create()
+        try:
+            spark.version  # one round trip: a closed session fails here, not in the middle of a batch
+            return spark
+        except Exception as exc:
+            if "SESSION_CLOSED" not in str(exc):
+                raise
+            # Drop the dead client, so that it stops being this process's active session.
+            spark.release_session_on_close = False
+            spark.stop()
+    session_id = str(uuid.uuid4())
+    store.set(session_id)
+    return SparkSession.builder.remote(_with_session_id(remote, session_id)).create()
+
+
+def _with_session_id(remote: str, session_id: str) -> str:
+    """sc://host:port[/;key=value...] with session_id added, unless the URL names one itself."""
+    if ";session_id=" in remote:
+        return remote
+    return f"{remote};session_id={session_id}" if "/;" in remote else f"{remote.rstrip('/')}/;session_id={session_id}"
 
 
 def start_python_workers(spark: SparkSession) -> None:

@@ -1,21 +1,46 @@
+from typing import TYPE_CHECKING
 
-from dagster import ConfigurableResource
-from pydantic import Field
-from pyspark.sql import SparkSession
+from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
+from pydantic import Field, PrivateAttr
 
 from bridgectl import fetch
 from bridgectl.paths import log4j2_config
-from connectors.spark_session import get_spark_session
+
+if TYPE_CHECKING:  # pyspark is imported by runs, not by the code location's load
+    from pyspark.sql import SparkSession
+
+
+class _InstanceSessionIdStore:
+    """The shared Spark Connect session id, kept in the Dagster instance's key-value storage, one per URL."""
+
+    def __init__(self, instance: DagsterInstance, remote: str):
+        self._instance = instance
+        self._key = f"kafka-pubsub-bridge/spark-connect-session/{remote}"
+
+    def get(self) -> str | None:
+        return self._instance.run_storage.get_cursor_values({self._key}).get(self._key)
+
+    def set(self, session_id: str) -> None:
+        self._instance.run_storage.set_cursor_values({self._key: session_id})
 
 
 class SparkResource(ConfigurableResource):
     """The Spark engine the micro-batches run on: a Spark Connect endpoint when `remote` is set
-    (warm: nothing starts per run), else a classic session on `master` started by the run."""
+    (warm: nothing starts per run; every run joins one shared server session), else a classic
+    session on `master` started by the run."""
 
     master: str = Field("local[*]", description="Spark master URL for a classic session (BRIDGE_SPARK_MASTER)")
     remote: str | None = Field(None, description="Spark Connect URL, sc://host:port (BRIDGE_SPARK_REMOTE)")
+    _instance: DagsterInstance | None = PrivateAttr(None)
 
-    def session(self) -> SparkSession:
-        if self.remote:
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._instance = context.instance
+
+    def session(self) -> "SparkSession":
+        from connectors.spark_session import get_spark_session, shared_connect_session
+
+        if self.remote and self._instance is not None:
+            return shared_connect_session(self.remote, _InstanceSessionIdStore(self._instance, self.remote))
+        if self.remote:  # outside a Dagster run (bench, tests): a session of this process's own
             return get_spark_session([], remote=self.remote)
         return get_spark_session(fetch.spark_kafka_jars(), master=self.master, log4j2_config=str(log4j2_config()))

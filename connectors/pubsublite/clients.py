@@ -12,8 +12,10 @@ import json
 import os
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from google.cloud.pubsublite.types import CloudRegion, CloudZone, SubscriptionPath, TopicPath
+if TYPE_CHECKING:  # the library is imported where it is used: config validation must stay light
+    from google.cloud.pubsublite.types import CloudRegion, CloudZone, SubscriptionPath, TopicPath
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
@@ -21,6 +23,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 def parse_location(location: str) -> CloudRegion | CloudZone:
     """'us-central1-a' is a zone, 'us-central1' a region; both are valid Lite locations."""
+    from google.cloud.pubsublite.types import CloudRegion, CloudZone
+
     try:
         return CloudZone.parse(location)
     except Exception:
@@ -28,6 +32,8 @@ def parse_location(location: str) -> CloudRegion | CloudZone:
 
 
 def region_of(location: CloudRegion | CloudZone) -> CloudRegion:
+    from google.cloud.pubsublite.types import CloudZone
+
     return location.region if isinstance(location, CloudZone) else location
 
 
@@ -138,8 +144,12 @@ class LiteConnection:
 
 
 def topic_path(project: str, location: str, topic: str) -> TopicPath:
+    from google.cloud.pubsublite.types import TopicPath
+
     return TopicPath(project, parse_location(location), topic)
 
 
 def subscription_path(project: str, location: str, subscription: str) -> SubscriptionPath:
+    from google.cloud.pubsublite.types import SubscriptionPath
+
     return SubscriptionPath(project, parse_location(location), subscription)

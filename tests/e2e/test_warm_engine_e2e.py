@@ -89,3 +89,43 @@ def test_pubsublite_sink_and_source(stack, spark_remote, tmp_path, unique):
     cursors = lite_connection().cursor_service(subscription.location.region).list_partition_cursors(
         request={"parent": str(subscription)})
     assert sum(c.cursor.offset for c in cursors) == 150
+
+
+def _python_worker_daemons() -> int:
+    """pyspark.daemon processes whose parent is not a daemon: the Spark Connect server starts one per session."""
+    daemons = subprocess.run(["pgrep", "-f", "pyspark.daemon"], capture_output=True, text=True).stdout.split()
+    parents = {pid: open(f"/proc/{pid}/stat").read().split(") ")[1].split()[1] for pid in daemons
+               if os.path.exists(f"/proc/{pid}/stat")}
+    return sum(1 for parent in parents.values() if parent not in parents)
+
+
+def test_runs_share_one_engine_session(stack, spark_remote, tmp_path, unique):
+    """Runs of one Dagster instance join one Spark Connect session: no new Python worker daemon per
+    run, and a session the server closed is replaced by a new one."""
+    from dagster import DagsterInstance
+    from pyspark.sql import SparkSession
+
+    topic, name = f"warm-share-{unique}", f"warm_share_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    bridges = sink_bridges_file(tmp_path, name, topic)
+    key = f"kafka-pubsub-bridge/spark-connect-session/{spark_remote}"
+
+    def stored_session_id() -> str:
+        with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+            return instance.run_storage.get_cursor_values({key})[key]
+
+    produce(topic, [(None, "first")])
+    run(tmp_path, bridges, name, spark_remote)
+    first_id, daemons = stored_session_id(), _python_worker_daemons()
+    for text in ("second", "third"):
+        produce(topic, [(None, text)])
+        run(tmp_path, bridges, name, spark_remote)
+    assert stored_session_id() == first_id
+    assert _python_worker_daemons() == daemons
+
+    SparkSession.builder.remote(f"{spark_remote}/;session_id={first_id}").create().stop()  # the server closes it
+    produce(topic, [(None, "fourth")])
+    run(tmp_path, bridges, name, spark_remote)
+    assert stored_session_id() != first_id
+    assert sorted(m.data.decode() for m in drain(subscription)) == ["first", "fourth", "second", "third"]
