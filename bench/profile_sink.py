@@ -1,14 +1,15 @@
-"""Where the Cloud Pub/Sub sink's executor time goes: cProfile of one task's work, outside Spark.
+"""Where a sink's executor time goes: cProfile of one task's work, outside Spark.
 
 Runs the same function a Spark task runs (publish_arrow_batches) over Arrow batches of N records
-against a fresh local stack's pstest, and prints the functions with the most own time.
-Usage: python -m bench.profile_sink [--records 20000] [--size 1024]
+against a fresh local stack's pstest or Lite server, and prints the functions with the most own time.
+Usage: python -m bench.profile_sink [--connector cloud|lite] [--records 20000] [--size 1024]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import os
 import pstats
 import time
@@ -16,7 +17,7 @@ import time
 import pyarrow as pa
 
 from bench.common import bench_stack
-from bench.data import payload, pubsub_topic
+from bench.data import lite_connection, lite_topic, payload, pubsub_topic
 
 
 def batches(count: int, size: int, per_batch: int = 2000):
@@ -29,25 +30,41 @@ def batches(count: int, size: int, per_batch: int = 2000):
             "timestamp_ms": [int(time.time() * 1000)] * n, "timestampType": [0] * n, "headers": [[]] * n})
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=20_000)
-    parser.add_argument("--size", type=int, default=1024)
-    args = parser.parse_args()
+def cloud_sink_task(name: str):
     from connectors.cloud_pubsub.clients import PubSubConnection
     from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
     from connectors.cloud_pubsub_sink.write import SinkTask, publish_arrow_batches
 
+    pubsub_topic(name, subscribe=False)
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "bench", "cps.topic": name,
+                                                   "maxBufferSize": 1000, "maxDelayThresholdMs": 20})
+    task = SinkTask("profile", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]), {})
+    return functools.partial(publish_arrow_batches, task)
+
+
+def lite_sink_task(name: str):
+    from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+    from connectors.pubsublite_sink.write import LiteSinkTask, publish_arrow_batches
+
+    topic, _ = lite_topic(name, 1)
+    config = PubSubLiteSinkConfig.model_validate({"topics": "t", "pubsublite.project": "bench", "pubsublite.location":
+                                                  str(topic.location), "pubsublite.topic": name})
+    return functools.partial(publish_arrow_batches, LiteSinkTask("profile", config, lite_connection(), {}, 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--connector", choices=("cloud", "lite"), default="cloud")
+    args = parser.parse_args()
     with bench_stack():
         name = f"profile-{os.getpid()}"
-        pubsub_topic(name, subscribe=False)
-        config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "bench", "cps.topic": name,
-                                                       "maxBufferSize": 1000, "maxDelayThresholdMs": 20})
-        task = SinkTask("profile", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]), {})
+        publish = cloud_sink_task(name) if args.connector == "cloud" else lite_sink_task(name)
         profile = cProfile.Profile()
         started = time.monotonic()
         profile.enable()
-        list(publish_arrow_batches(task, batches(args.records, args.size)))
+        list(publish(batches(args.records, args.size)))
         profile.disable()
         elapsed = time.monotonic() - started
         print(f"{args.records:,} records of {args.size} B in {elapsed:.1f} s: {args.records / elapsed:,.0f}/s "

@@ -19,8 +19,8 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
-from connectors.kafka.sink_tally import PartitionCounts, SinkTally
+from connectors.kafka.record import RecordError
+from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 
 # Sealed but unacknowledged, per task, when no flow-control key is set: bounds executor memory
 # whatever the batch size (the Arrow batches of unacknowledged messages stay referenced).
@@ -53,26 +53,6 @@ def publish_settings(cfg: CloudPubSubSinkConfig) -> PublishSettings:
     )
 
 
-class _Slot:
-    """One Arrow batch, kept alive by the origins (slot, row) of its messages still out."""
-
-    def __init__(self, batch: pa.RecordBatch, tally: SinkTally, partitions: list[PartitionCounts]):
-        self.batch = batch
-        self.single: PartitionCounts | None = None
-        self.per_row: list[PartitionCounts] = []
-        if len(partitions) == 1:  # the usual case: one Spark task per Kafka partition
-            self.single = partitions[0]
-        else:
-            self.per_row = [tally.partition(t, p) for t, p in
-                            zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist())]
-
-    def counts(self, row: int) -> PartitionCounts:
-        return self.single if self.single is not None else self.per_row[row]
-
-    def record(self, row: int) -> KafkaRecord:
-        return next(records_from_arrow(self.batch.slice(row, 1)))
-
-
 def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     cfg = task.config
     converter = ColumnarConverter(cfg)
@@ -92,7 +72,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
     publisher = RequestPublisher(channel, topic_path, publish_settings(cfg), acked, rejected)
     try:
         for batch in batches:
-            slot = _Slot(batch, tally, tally.read_batch(batch))
+            slot = TalliedBatch(batch, tally)
             for row, outcome in converter.convert(batch):
                 if outcome is None:
                     slot.counts(row).skipped += 1

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from connectors.arrow_rows import rows_batch
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.dead_letter import DeadLetterQueue
-from connectors.kafka.record import KafkaRecord, RecordError
+from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +88,25 @@ class SinkTally:
         rows = [{"topic": topic, "partition": partition, **dataclasses.asdict(counts)}
                 for (topic, partition), counts in self._counts.items()]
         return rows_batch(rows, SUMMARY_SCHEMA)
+
+
+class TalliedBatch:
+    """One Arrow batch of Kafka rows, read into a tally: the counts each row belongs to, and its record
+    when one is needed (a dead letter, an error message). Messages still out keep it alive."""
+
+    def __init__(self, batch: pa.RecordBatch, tally: SinkTally):
+        self.batch = batch
+        partitions = tally.read_batch(batch)
+        self.single: PartitionCounts | None = None
+        self.per_row: list[PartitionCounts] = []
+        if len(partitions) == 1:  # the usual case: one Spark task per Kafka partition
+            self.single = partitions[0]
+        else:
+            self.per_row = [tally.partition(t, p) for t, p in
+                            zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist())]
+
+    def counts(self, row: int) -> PartitionCounts:
+        return self.single if self.single is not None else self.per_row[row]
+
+    def record(self, row: int) -> KafkaRecord:
+        return next(records_from_arrow(self.batch.slice(row, 1)))

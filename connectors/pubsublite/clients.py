@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -100,47 +99,16 @@ class LiteConnection:
 
         return CursorServiceAsyncClient(**self.client_kwargs(region))
 
-    def wire_publisher(self, topic: TopicPath, routing_policy_factory, batching=None):
-        """The library's partition-aware async publisher, with our routing policy.
+    def async_publish_channel(self, location: CloudRegion | CloudZone):
+        """An asyncio gRPC channel for raw publish streams (connectors.pubsublite.stream_publisher)."""
+        from google.api_core import grpc_helpers_async
+        from google.cloud.pubsublite.internal.endpoints import regional_endpoint
 
-        Built from the library's own wire pieces as its make_publisher does, because make_publisher
-        has no way to choose the routing policy and KAFKA ordering mode needs one. Publishing is
-        idempotent per session (a client id), so a retried request is not appended twice.
-        """
-        from google.cloud.pubsublite.internal.publish_sequence_number import PublishSequenceNumber
-        from google.cloud.pubsublite.internal.publisher_client_id import PublisherClientId
-        from google.cloud.pubsublite.internal.routing_metadata import topic_routing_metadata
-        from google.cloud.pubsublite.internal.wire.client_cache import ClientCache
-        from google.cloud.pubsublite.internal.wire.gapic_connection import GapicConnectionFactory
-        from google.cloud.pubsublite.internal.wire.make_publisher import (
-            DEFAULT_BATCHING_SETTINGS, DEFAULT_PARTITION_POLL_PERIOD,
-        )
-        from google.cloud.pubsublite.internal.wire.partition_count_watcher_impl import PartitionCountWatcherImpl
-        from google.cloud.pubsublite.internal.wire.partition_count_watching_publisher import (
-            PartitionCountWatchingPublisher,
-        )
-        from google.cloud.pubsublite.internal.wire.single_partition_publisher import SinglePartitionPublisher
-        from google.cloud.pubsublite_v1 import InitialPublishRequest, PublisherServiceAsyncClient
-
-        region = region_of(topic.location)
-        kwargs = self.client_kwargs(region)
-        admin = self.admin(region)
-        client_cache = ClientCache(lambda: PublisherServiceAsyncClient(transport="grpc_asyncio", **kwargs))
-        client_id = PublisherClientId(uuid.uuid4().bytes)
-
-        def publisher_factory(partition):
-            def connection_factory(requests):
-                metadata = topic_routing_metadata(topic, partition)
-                return client_cache.get().publish(requests, metadata=list(metadata.items()))
-
-            initial = InitialPublishRequest(topic=str(topic), partition=partition.value, client_id=client_id.value)
-            return SinglePartitionPublisher(initial, batching or DEFAULT_BATCHING_SETTINGS,
-                                            GapicConnectionFactory(connection_factory), PublishSequenceNumber(0))
-
-        return PartitionCountWatchingPublisher(
-            PartitionCountWatcherImpl(admin, topic, DEFAULT_PARTITION_POLL_PERIOD),
-            publisher_factory, routing_policy_factory,
-        )
+        region = region_of(location)
+        credentials = self.client_kwargs(region)["credentials"]  # also points gRPC at ca_file
+        return grpc_helpers_async.create_channel(
+            self.api_endpoint or regional_endpoint(region), credentials=credentials, scopes=[CLOUD_PLATFORM_SCOPE],
+            options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
 
 
 def topic_path(project: str, location: str, topic: str) -> TopicPath:

@@ -9,9 +9,13 @@ from pyspark.sql import SparkSession
 from connectors.config.bridges_file import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
-from connectors.pubsublite.clients import LiteConnection
+from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.write import LiteSinkTask, publish_arrow_batches
+
+
+class LitePartitionsTooFew(ValueError):
+    pass
 
 
 def run_lite_sink_batch(
@@ -24,6 +28,21 @@ def run_lite_sink_batch(
     batch: BatchSettings,
     consumer_group: str,
 ) -> SinkBatchResult:
-    task = LiteSinkTask(bridge_name, config, connection, kafka.connection.librdkafka_config())
+    topic = config.topic_path()
+    lite_partitions = connection.admin(region_of(topic.location)).get_topic_partition_count(topic)
+    if config.pubsublite_ordering_mode == "KAFKA":
+        check_kafka_mode_partitions(kafka.partitions(config.topic_list() or None, config.topics_regex),
+                                    lite_partitions, str(topic))
+    task = LiteSinkTask(bridge_name, config, connection, kafka.connection.librdkafka_config(), lite_partitions)
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
                                 functools.partial(publish_arrow_batches, task))
+
+
+def check_kafka_mode_partitions(kafka_partitions: dict[str, list[int]], lite_partitions: int, lite_topic: str) -> None:
+    """pubsublite.ordering.mode=KAFKA maps Kafka partition n to Lite partition n: fail before moving anything
+    when a Kafka topic has more partitions than the Lite topic, naming both counts."""
+    for kafka_topic, partitions in sorted(kafka_partitions.items()):
+        if len(partitions) > lite_partitions:
+            raise LitePartitionsTooFew(
+                f"Kafka topic {kafka_topic} has {len(partitions)} partitions but Pub/Sub Lite topic {lite_topic} has "
+                f"{lite_partitions}; pubsublite.ordering.mode=KAFKA needs at least as many Lite partitions")

@@ -1,55 +1,29 @@
 """Executor side of the Lite sink: convert and publish one Spark partition's records, wait for every ack.
 
-Runs in Spark's Python workers via mapInArrow. The library's publisher is asyncio-based, so each
-task runs one event loop; it yields one summary row per Kafka partition only after Lite
+Runs in Spark's Python workers via mapInArrow. Rows are converted column-wise (columnar.py) and
+published as raw requests, one stream per Lite partition (connectors.pubsublite.stream_publisher),
+on one asyncio loop per task. It yields one summary row per Kafka partition only after Lite
 acknowledged every message, so the driver records offsets only for delivered data.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import time
+import hashlib
+import random
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
-from google.cloud.pubsublite.internal.wire.routing_policy import RoutingPolicy
-from google.cloud.pubsublite.types import Partition
-from google.cloud.pubsublite_v1 import types
 
-from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
-from connectors.kafka.sink_tally import SinkTally
+from connectors.kafka.record import RecordError
+from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.pubsublite.clients import LiteConnection
+from connectors.pubsublite.stream_publisher import LitePublisher, LitePublishFailed, LitePublishSettings
+from connectors.pubsublite_sink.columnar import LiteColumnarConverter
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
-from connectors.pubsublite_sink.convert import KAFKA_PARTITION_ATTRIBUTE, PubSubLiteSinkConverter
 
-# Publishes awaited before reading more: bounds executor memory whatever the batch size.
-MAX_PENDING = 5_000
 SHUTDOWN_TIMEOUT_S = 60
-
-
-class KafkaPartitionRoutingPolicy(RoutingPolicy):
-    """pubsublite.ordering.mode=KAFKA: a message goes to the Lite partition numbered as its Kafka partition."""
-
-    def __init__(self, partition_count: int):
-        self._partition_count = partition_count
-
-    def route(self, message) -> Partition:
-        partition = int(message.attributes[KAFKA_PARTITION_ATTRIBUTE].values[0])
-        if partition >= self._partition_count:
-            # As the reference: this mode cannot work when Kafka has more partitions than Lite.
-            raise ValueError(f"Kafka partition {partition} has no Pub/Sub Lite partition (the Lite topic has "
-                             f"{self._partition_count}); pubsublite.ordering.mode=KAFKA needs at least as many")
-        return Partition(partition)
-
-
-def routing_policy_factory(ordering_mode: str):
-    if ordering_mode == "KAFKA":
-        return KafkaPartitionRoutingPolicy
-    from google.cloud.pubsublite.internal.wire.default_routing_policy import DefaultRoutingPolicy
-
-    return DefaultRoutingPolicy
 
 
 @dataclass(frozen=True)
@@ -58,39 +32,68 @@ class LiteSinkTask:
     config: PubSubLiteSinkConfig
     connection: LiteConnection
     kafka_client_config: dict[str, str]
+    lite_partitions: int  # the Lite topic's partition count, read once by the driver
+
+
+def kafka_partition_router(lite_partitions: int) -> Callable[[object, int], int]:
+    """pubsublite.ordering.mode=KAFKA: a message goes to the Lite partition numbered as its Kafka partition."""
+
+    def route(message, kafka_partition: int) -> int:
+        if kafka_partition >= lite_partitions:
+            # The driver checks this before a batch starts; this guards a topic that grew since.
+            raise RecordError(f"Kafka partition {kafka_partition} has no Pub/Sub Lite partition (the Lite topic "
+                              f"has {lite_partitions}); pubsublite.ordering.mode=KAFKA needs at least as many")
+        return kafka_partition
+
+    return route
+
+
+def default_router(lite_partitions: int) -> Callable[[object, int], int]:
+    """The client library's DefaultRoutingPolicy: sha256 of the key modulo the partition count, round robin
+    from a random partition for messages without a key."""
+    next_round_robin = random.randrange(lite_partitions)
+
+    def route(message, kafka_partition: int) -> int:
+        nonlocal next_round_robin
+        if message.key:
+            return int.from_bytes(hashlib.sha256(message.key).digest(), "big") % lite_partitions
+        partition, next_round_robin = next_round_robin, (next_round_robin + 1) % lite_partitions
+        return partition
+
+    return route
 
 
 async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) -> SinkTally:
     cfg = task.config
-    converter = PubSubLiteSinkConverter(cfg)
+    converter = LiteColumnarConverter(cfg)
     tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
+    router = kafka_partition_router if cfg.pubsublite_ordering_mode == "KAFKA" else default_router
+    route = router(task.lite_partitions)
 
-    async def settle(record: KafkaRecord, future: asyncio.Future) -> None:
-        try:
-            await future
-        except Exception as exc:
-            raise RuntimeError(f"{record.where}: publish to Pub/Sub Lite failed: {exc}") from exc
-        tally.of(record).published += 1
+    def acked(origins: list) -> None:
+        for counts in origins:
+            counts.published += 1
 
-    publisher = task.connection.wire_publisher(cfg.topic_path(), routing_policy_factory(cfg.pubsublite_ordering_mode))
-    pending: collections.deque = collections.deque()
-    async with publisher:
+    topic = cfg.topic_path()
+    channel = task.connection.async_publish_channel(topic.location)
+    publisher = LitePublisher(channel, str(topic), LitePublishSettings(), acked)
+    try:
         for batch in batches:
-            for record in records_from_arrow(batch):
-                tally.read(record)
-                try:
-                    message = types.PubSubMessage.wrap(converter.convert(record))
-                except RecordError as exc:
-                    tally.reject(record, "VALUE_CONVERTER", exc)
+            tallied = TalliedBatch(batch, tally)
+            kafka_partitions = batch.column("partition").to_pylist()
+            for row, outcome in converter.convert(batch):
+                if isinstance(outcome, RecordError):
+                    tally.reject(tallied.record(row), "VALUE_CONVERTER", outcome)
                     continue
-                pending.append((record, asyncio.ensure_future(publisher.publish(message))))
-                while len(pending) > MAX_PENDING:
-                    await settle(*pending.popleft())
+                message, size = outcome
+                await publisher.add(message, size, tallied.counts(row), route(message, kafka_partitions[row]))
+            publisher.seal_all()
         # The rest must be acknowledged in time, or the task fails (and records nothing).
-        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
-        while pending:
-            record, future = pending.popleft()
-            await asyncio.wait_for(settle(record, future), max(deadline - time.monotonic(), 0.001))
+        await publisher.close(SHUTDOWN_TIMEOUT_S)
+    except LitePublishFailed as exc:
+        raise RuntimeError(f"publish to Pub/Sub Lite failed: {exc}") from exc
+    finally:
+        await channel.close()
     tally.flush_dead_letters()
     return tally
 

@@ -100,7 +100,8 @@ def test_kafka_ordering_mode_with_too_few_lite_partitions_fails_and_records_noth
                          raise_on_error=False)
     assert not result.success
     errors = " ".join(str(e.event_specific_data.error) for e in result.all_events if e.is_step_failure)
-    assert "Kafka partition 2 has no Pub/Sub Lite partition" in errors
+    assert f"Kafka topic {topic} has 3 partitions but Pub/Sub Lite topic" in errors
+    assert "has 2; pubsublite.ordering.mode=KAFKA needs at least as many" in errors
     assert recorded_kafka_offsets(instance, AssetKey(name)) == {}
 
 

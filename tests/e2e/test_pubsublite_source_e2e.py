@@ -94,7 +94,7 @@ def test_event_time_wins_over_publish_time(stack, spark, tmp_path, unique):
     from google.cloud.pubsublite_v1 import types
     from google.protobuf.timestamp_pb2 import Timestamp
 
-    from connectors.pubsublite_sink.write import routing_policy_factory
+    from connectors.pubsublite.stream_publisher import LitePublisher, LitePublishSettings
 
     topic_id, name, kafka_topic = f"lite-et-{unique}", f"lite_et_{unique}", f"from-lite-et-{unique}"
     kafka_admin().create_topic(kafka_topic, partitions=1)
@@ -102,10 +102,13 @@ def test_event_time_wins_over_publish_time(stack, spark, tmp_path, unique):
     event_ms = int(time.time() * 1000) - 3_600_000
 
     async def publish_with_event_time():
-        publisher = lite_connection().wire_publisher(topic, routing_policy_factory("DEFAULT"))
-        async with publisher:
-            await publisher.publish(types.PubSubMessage(data=b"old", key=b"k", event_time=Timestamp(
-                seconds=event_ms // 1000, nanos=(event_ms % 1000) * 1_000_000)))
+        channel = lite_connection().async_publish_channel(topic.location)
+        publisher = LitePublisher(channel, str(topic), LitePublishSettings(), lambda origins: None)
+        message = types.PubSubMessage.pb()(data=b"old", key=b"k", event_time=Timestamp(
+            seconds=event_ms // 1000, nanos=(event_ms % 1000) * 1_000_000))
+        await publisher.add(message, message.ByteSize(), None, 0)
+        await publisher.close(30)
+        await channel.close()
 
     import asyncio
 

@@ -1,37 +1,15 @@
 """The columnar conversion gives what the record-by-record rules give, row for row."""
 
-import itertools
-
-import pyarrow as pa
 import pytest
 
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter
 from connectors.kafka.record import RecordError, records_from_arrow
+from tests.unit.kafka_rows import awkward_kafka_rows
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
-KEYS = [None, b"", b"user-1", "ключ".encode(), b"\xff\xfe", b"k" * 1025, "é".encode() * 300, b"\x80" * 800]
-VALUES = [None, b"", b"hello", b"\xc3\x28", b"v" * 2000]
-HEADERS = [[], [{"key": "h", "value": b"x"}], [{"key": "bin", "value": b"\xff"}, {"key": "n", "value": None}],
-           [{"key": "goog-bad", "value": b"y"}, {"key": "key", "value": b"dup"}]]
-
-
-def _batch() -> pa.RecordBatch:
-    rows = list(itertools.product(KEYS, VALUES, HEADERS))
-    n = len(rows)
-    return pa.RecordBatch.from_pydict({
-        "topic": ["t"] * n, "partition": [i % 3 for i in range(n)], "offset": list(range(100, 100 + n)),
-        "key": [r[0] for r in rows], "value": [r[1] for r in rows],
-        "timestamp_ms": [None if i % 7 == 0 else 1_700_000_000_000 + i for i in range(n)],
-        "timestampType": [-1 if i % 11 == 0 else 0 for i in range(n)],
-        "headers": [r[2] for r in rows],
-    }, schema=pa.schema([
-        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
-        ("value", pa.binary()), ("timestamp_ms", pa.int64()), ("timestampType", pa.int32()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-    ]))
 
 
 def _outcome(convert, record):
@@ -53,7 +31,7 @@ def test_columnar_conversion_matches_the_record_rules(key_converter, value_conve
                                                    "value.converter": value_converter, **extra})
     columnar = ColumnarConverter(config)
     assert columnar.columnar
-    batch = _batch()
+    batch = awkward_kafka_rows()
     expected = [_outcome(CloudPubSubSinkConverter(config).convert, r) for r in records_from_arrow(batch)]
     got = []
     for row, outcome in columnar.convert(batch):
@@ -72,6 +50,6 @@ def test_other_converters_take_the_record_path():
                                                    "value.converter.schemas.enable": False})
     columnar = ColumnarConverter(config)
     assert not columnar.columnar
-    outcomes = [type(o).__name__ for _, o in columnar.convert(_batch().slice(0, 12))]
+    outcomes = [type(o).__name__ for _, o in columnar.convert(awkward_kafka_rows().slice(0, 12))]
     # rows 0-3 have a null value; 4-7 an empty one and 8-11 b"hello": neither is JSON
     assert outcomes == ["NoneType"] * 4 + ["RecordError"] * 8

@@ -12,7 +12,7 @@ from connectors.kafka.record import KafkaRecord, RecordError
 from connectors.kafka_connect.data import Field, Schema, Struct
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.convert import PubSubLiteSinkConverter, encode_to_bytes
-from connectors.pubsublite_sink.write import KafkaPartitionRoutingPolicy
+from connectors.pubsublite_sink.write import default_router, kafka_partition_router
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
 
@@ -122,12 +122,23 @@ def test_oversized_message_is_a_record_error():
         sink().convert(record(value=b"x" * 3_500_001))
 
 
-def test_kafka_ordering_mode_routes_by_partition_attribute():
-    policy = KafkaPartitionRoutingPolicy(3)
-    message = types.PubSubMessage.wrap(sink().convert(record(value=b"v")))
-    assert policy.route(message).value == 2
-    with pytest.raises(ValueError, match="needs at least as many"):
-        KafkaPartitionRoutingPolicy(2).route(message)
+def test_kafka_ordering_mode_routes_by_kafka_partition():
+    message = sink().convert(record(value=b"v"))
+    assert kafka_partition_router(3)(message, 2) == 2
+    with pytest.raises(RecordError, match="needs at least as many"):
+        kafka_partition_router(2)(message, 2)
+
+
+def test_default_routing_is_the_libraries():
+    """Keyed messages land where the client library's DefaultRoutingPolicy puts them; keyless ones rotate."""
+    from google.cloud.pubsublite.internal.wire.default_routing_policy import DefaultRoutingPolicy
+
+    route, library = default_router(5), DefaultRoutingPolicy(5)
+    for key in (b"a", b"order-17", "ключ".encode(), bytes(range(40))):
+        message = sink().convert(record(key=key, value=b"v"))
+        assert route(message, 0) == library.route(types.PubSubMessage.wrap(message)).value
+    keyless = sink().convert(record(key=None, value=b"v"))
+    assert sorted(route(keyless, 0) for _ in range(10)) == sorted(list(range(5)) * 2)
 
 
 def test_sink_config_rejects_a_bad_location_and_ordering_mode():

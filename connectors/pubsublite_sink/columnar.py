@@ -1,0 +1,98 @@
+"""Kafka rows of one Arrow batch -> Pub/Sub Lite messages, reading columns instead of building records.
+
+With String or ByteArray converters for key and value, encodeToBytes gives back the record's own
+bytes (a String only has to be valid UTF-8), so a message is the key and value bytes plus the
+attributes, made straight from the column lists. Every other converter goes through
+PubSubLiteSinkConverter record by record. tests/unit/test_pubsublite_sink_columnar.py holds both
+paths to the same output.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Union
+
+import pyarrow as pa
+
+from connectors.kafka.record import RecordError, records_from_arrow
+from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, StringConverter
+from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+from connectors.pubsublite_sink.convert import (
+    KAFKA_EVENT_TIME_TYPE_ATTRIBUTE, KAFKA_OFFSET_ATTRIBUTE, KAFKA_PARTITION_ATTRIBUTE, KAFKA_TOPIC_ATTRIBUTE,
+    MAX_MESSAGE_BYTES, TIMESTAMP_TYPES, PubSubLiteSinkConverter, PubSubMessagePb,
+)
+
+Outcome = Union[tuple, RecordError]  # (a raw PubSubMessage, its size in bytes), or a bad record
+_TIMESTAMP_TYPE_BYTES = {number: name.encode() for number, name in TIMESTAMP_TYPES.items()}
+
+
+def _string_error(data: bytes) -> RecordError:
+    """StringConverter's own error for bytes that are not UTF-8."""
+    try:
+        StringConverter().to_connect(data)
+    except ConversionError as exc:
+        return RecordError(str(exc))
+    raise AssertionError("the bytes are valid UTF-8")
+
+
+class LiteColumnarConverter:
+    def __init__(self, config: PubSubLiteSinkConfig):
+        self.record_converter = PubSubLiteSinkConverter(config)
+        simple = (StringConverter, ByteArrayConverter)
+        self.columnar = (isinstance(self.record_converter.key_converter, simple)
+                         and isinstance(self.record_converter.value_converter, simple))
+        self.key_is_string = isinstance(self.record_converter.key_converter, StringConverter)
+        self.value_is_string = isinstance(self.record_converter.value_converter, StringConverter)
+
+    def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
+        """(row, (message, size) or error) for every row of a batch of Spark's Kafka rows, in order."""
+        if not self.columnar:
+            for row, record in enumerate(records_from_arrow(batch)):
+                try:
+                    message = self.record_converter.convert(record)
+                    yield row, (message, message.ByteSize())
+                except RecordError as exc:
+                    yield row, exc
+            return
+        yield from self._convert_columns(batch)
+
+    def _convert_columns(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
+        columns = batch.to_pydict()
+        keys, values, headers = columns["key"], columns["value"], columns["headers"]
+        topics, partitions, offsets = columns["topic"], columns["partition"], columns["offset"]
+        timestamps, timestamp_types = columns["timestamp_ms"], columns["timestampType"]
+        key_is_string, value_is_string = self.key_is_string, self.value_is_string
+        topic_bytes: dict[str, bytes] = {}
+        for row in range(batch.num_rows):
+            key, value = keys[row] or b"", values[row] or b""
+            if key_is_string and not _is_utf8(key):
+                yield row, _string_error(key)
+                continue
+            if value_is_string and not _is_utf8(value):
+                yield row, _string_error(value)
+                continue
+            message = PubSubMessagePb(key=key, data=value)
+            attributes = message.attributes
+            for header in headers[row] or ():
+                attributes[header["key"]].values.append(header["value"] or b"")
+            topic = topics[row]
+            encoded_topic = topic_bytes.get(topic) or topic_bytes.setdefault(topic, topic.encode())
+            attributes[KAFKA_TOPIC_ATTRIBUTE].values.append(encoded_topic)
+            attributes[KAFKA_PARTITION_ATTRIBUTE].values.append(str(partitions[row]).encode())
+            attributes[KAFKA_OFFSET_ATTRIBUTE].values.append(str(offsets[row]).encode())
+            timestamp_type = _TIMESTAMP_TYPE_BYTES.get(timestamp_types[row])
+            if timestamps[row] is not None and timestamp_type is not None:
+                attributes[KAFKA_EVENT_TIME_TYPE_ATTRIBUTE].values.append(timestamp_type)
+                message.event_time.FromMilliseconds(timestamps[row])
+            size = message.ByteSize()
+            if size > MAX_MESSAGE_BYTES:
+                yield row, RecordError(f"message is {size} bytes; Pub/Sub Lite allows {MAX_MESSAGE_BYTES}")
+                continue
+            yield row, (message, size)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
