@@ -1,4 +1,6 @@
 
+import os
+
 from dagster import ConfigurableResource
 from pydantic import Field
 
@@ -14,10 +16,15 @@ class PubSubResource(ConfigurableResource):
     credentials_file: str | None = None
 
     def connection(self, endpoint: str, credentials_json: str | None = None,
-                   credentials_file: str | None = None) -> PubSubConnection:
+                   credentials_file: str | None = None, use_emulator: bool = False) -> PubSubConnection:
+        emulator_host = self.emulator_host
+        if use_emulator and not emulator_host:
+            emulator_host = os.environ.get("PUBSUB_EMULATOR_HOST")
+            if not emulator_host:
+                raise ValueError("cps.useEmulator is true but no emulator is named: set PUBSUB_EMULATOR_HOST")
         return PubSubConnection(
             endpoint=endpoint,
-            emulator_host=self.emulator_host,
+            emulator_host=emulator_host,
             credentials_json=credentials_json or self.credentials_json,
             credentials_file=credentials_file or self.credentials_file,
         )
@@ -25,4 +32,4 @@ class PubSubResource(ConfigurableResource):
     def connection_for(self, config) -> PubSubConnection:
         """The connection for a bridge whose config has cps.endpoint and the gcp.credentials.* keys."""
         secret = config.gcp_credentials_json.get_secret_value() if config.gcp_credentials_json else None
-        return self.connection(config.cps_endpoint, secret, config.gcp_credentials_file_path)
+        return self.connection(config.cps_endpoint, secret, config.gcp_credentials_file_path, config.cps_use_emulator)

@@ -18,6 +18,8 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
     cps_project: str = Field(alias="cps.project", min_length=1)
     cps_topic: str = Field(alias="cps.topic", min_length=1)
     cps_endpoint: str = Field(DEFAULT_ENDPOINT, alias="cps.endpoint")
+    # A key of the reference's newer releases: a plaintext channel to PUBSUB_EMULATOR_HOST instead of cps.endpoint.
+    cps_use_emulator: bool = Field(False, alias="cps.useEmulator")
     max_buffer_size: int = Field(100, alias="maxBufferSize", ge=1, le=1000)
     max_buffer_bytes: int = Field(MAX_REQUEST_BYTES, alias="maxBufferBytes", ge=1, le=MAX_REQUEST_BYTES)
     max_outstanding_request_bytes: int | None = Field(None, alias="maxOutstandingRequestBytes", ge=1)

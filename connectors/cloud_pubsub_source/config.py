@@ -17,6 +17,8 @@ class CloudPubSubSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys
     cps_subscription: str = Field(alias="cps.subscription", min_length=1)
     cps_project: str = Field(alias="cps.project", min_length=1)
     cps_endpoint: str = Field(DEFAULT_ENDPOINT, alias="cps.endpoint")
+    # A key of the reference's newer releases: a plaintext channel to PUBSUB_EMULATOR_HOST instead of cps.endpoint.
+    cps_use_emulator: bool = Field(False, alias="cps.useEmulator")
     kafka_topic: str = Field(alias="kafka.topic", min_length=1)
     cps_max_batch_size: int = Field(100, alias="cps.maxBatchSize", ge=1, le=1000)
     cps_make_ordering_key_attribute: bool = Field(False, alias="cps.makeOrderingKeyAttribute")

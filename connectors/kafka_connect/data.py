@@ -49,3 +49,4 @@ class Struct:
 
 OPTIONAL_STRING = Schema("STRING", optional=True)
 OPTIONAL_BYTES = Schema("BYTES", optional=True)
+BYTES = Schema("BYTES")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from connectors.kafka_connect.data import OPTIONAL_BYTES
+from connectors.kafka_connect.data import BYTES, OPTIONAL_BYTES
 
 
 @dataclass
@@ -42,6 +42,7 @@ class PubSubLiteSourceConverter:
                    for value in message.attributes[name].values]
         return LiteRecord(
             key=self.key_converter.from_connect(OPTIONAL_BYTES, key),
-            value=self.value_converter.from_connect(OPTIONAL_BYTES, bytes(message.data)),
+            # As the reference: the key is optional BYTES, the value required BYTES (a JsonConverter envelope shows it).
+            value=self.value_converter.from_connect(BYTES, bytes(message.data)),
             timestamp_ms=stamp.ToMilliseconds(), partition=partition, headers=headers,
         )

@@ -146,3 +146,20 @@ def test_source_config_defaults_and_errors(tmp_path):
     assert "bridge 'back': key 'kafka.topic': required, not set" in message
     assert "bridge 'back': key 'kafka.partition.scheme'" in message
     assert "bridge 'back': key 'cps.maxBatchSize'" in message
+
+
+def test_cps_use_emulator_key_loads_and_names_the_emulator(monkeypatch):
+    """An unchanged file of the reference's newer releases may carry cps.useEmulator=true."""
+    from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+    from resources.pubsub import PubSubResource
+
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c",
+                                                   "cps.useEmulator": "true"})
+    assert config.cps_use_emulator
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:8681")
+    assert PubSubResource().connection_for(config).emulator_host == "127.0.0.1:8681"
+    monkeypatch.delenv("PUBSUB_EMULATOR_HOST")
+    with pytest.raises(ValueError, match="cps.useEmulator is true but no emulator is named"):
+        PubSubResource().connection_for(config)
+    assert PubSubResource().connection_for(CloudPubSubSinkConfig.model_validate(
+        {"topics": "t", "cps.project": "p", "cps.topic": "c"})).emulator_host is None

@@ -191,3 +191,15 @@ def test_source_empty_keys_are_null_and_round_robin():
     outs = [converter.convert(sequenced()) for _ in range(6)]
     assert all(o.key is None for o in outs)
     assert [o.partition for o in outs] == [0, 1, 2, 0, 1, 2]
+
+
+def test_source_schemas_are_the_references_optional_key_and_required_value():
+    """With JsonConverter envelopes the schemas show: key optional BYTES, value required BYTES."""
+    import json
+
+    config = PubSubLiteSourceConfig.model_validate({
+        "pubsublite.subscription": "s", "kafka.topic": "k", **LITE,
+        "key.converter": JSON, "value.converter": JSON})
+    out = PubSubLiteSourceConverter(config, 1).convert(sequenced(key=b"k", data=b"v"))
+    assert json.loads(out.key)["schema"] == {"type": "bytes", "optional": True}
+    assert json.loads(out.value)["schema"] == {"type": "bytes", "optional": False}
