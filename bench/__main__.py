@@ -224,7 +224,7 @@ def main() -> None:
             console.print(f"bridges on the {engine} engine ...")
             results["throughput"].append(measure_throughput(engine, args))
         console.print("memory against batch size ...")
-        results["memory"] = measure_memory((args.records // 10, args.records, args.records * 5 // 2))
+        results["memory"] = measure_memory((args.records // 10, args.records, args.records * 10))
         for engine in ("classic", "connect"):
             console.print(f"run overhead and continuous latency, {engine} engine ...")
             results["overhead"][engine] = latency.run_overhead(engine, remote)

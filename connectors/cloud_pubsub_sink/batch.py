@@ -11,6 +11,7 @@ from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.write import SinkTask, publish_arrow_batches
 from connectors.config.bridges_file import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, Offsets
+from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
 
 __all__ = ["SinkBatchResult", "run_sink_batch"]
@@ -26,6 +27,6 @@ def run_sink_batch(
     batch: BatchSettings,
     consumer_group: str,
 ) -> SinkBatchResult:
-    task = SinkTask(bridge_name, config, connection, kafka.connection.librdkafka_config())
+    task = SinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config))
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
                                 functools.partial(publish_arrow_batches, task))

@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import (
+    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec, ResourceType,
+)
 from google.api_core.retry import Retry
 
 from connectors.kafka.connection import KafkaConnection
@@ -103,6 +105,35 @@ class KafkaAdmin:
             if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
                 return False
             raise
+
+    def topic_max_message_bytes(self, topics: list[str]) -> dict[str, int]:
+        """Each existing topic's max.message.bytes (its own setting or the broker's default)."""
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in topics]
+        sizes = {}
+        for resource, future in self._admin.describe_configs(resources, request_timeout=ADMIN_TIMEOUT_S).items():
+            try:
+                sizes[resource.name] = int(future.result(ADMIN_TIMEOUT_S)["max.message.bytes"].value)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+        return sizes
+
+    def ensure_topic_takes(self, name: str, max_message_bytes: int) -> None:
+        """The topic exists (created with the broker's replication factor) and takes records of this size."""
+        config = {"max.message.bytes": str(max_message_bytes)}
+        future = self._admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=-1, config=config)],
+                                           request_timeout=ADMIN_TIMEOUT_S)[name]
+        try:
+            future.result(ADMIN_TIMEOUT_S)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+        if self.topic_max_message_bytes([name]).get(name, 0) < max_message_bytes:
+            resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
+                ConfigEntry("max.message.bytes", str(max_message_bytes),
+                            incremental_operation=AlterConfigOpType.SET)])
+            self._admin.incremental_alter_configs([resource])[resource].result(ADMIN_TIMEOUT_S)
 
     # --- offsets -----------------------------------------------------------------------------
     @_retry_metadata

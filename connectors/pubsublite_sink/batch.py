@@ -8,6 +8,7 @@ from pyspark.sql import SparkSession
 
 from connectors.config.bridges_file import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, Offsets
+from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
@@ -33,7 +34,7 @@ def run_lite_sink_batch(
     if config.pubsublite_ordering_mode == "KAFKA":
         check_kafka_mode_partitions(kafka.partitions(config.topic_list() or None, config.topics_regex),
                                     lite_partitions, str(topic))
-    task = LiteSinkTask(bridge_name, config, connection, kafka.connection.librdkafka_config(), lite_partitions)
+    task = LiteSinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config), lite_partitions)
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
                                 functools.partial(publish_arrow_batches, task))
 

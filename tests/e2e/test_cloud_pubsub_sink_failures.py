@@ -62,6 +62,31 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_batch_goes_on(stack, sp
     assert b"not valid JSON" in headers["__connect.errors.exception.message"]
 
 
+def test_a_poison_record_over_a_megabyte_is_dead_lettered_and_the_records_behind_it_move(
+        stack, spark, tmp_path, unique):
+    """The dead-letter topic is made (by the run) to take what the source topic can hold, and the
+    producer sized to match: a 3 MB bad record no longer fails the run with MSG_SIZE_TOO_LARGE."""
+    from confluent_kafka import Producer
+
+    topic, dlq, name = f"big-src-{unique}", f"big-dlq-{unique}", f"big_dlq_{unique}"
+    kafka_admin().create_topic(topic, partitions=1, config={"max.message.bytes": str(5 * 1024 * 1024)})
+    subscription = create_pubsub_topic(topic)
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, {
+        **JSON_VALUES, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}))
+    poison = b"{" + b"x" * (3 * 1024 * 1024)  # not JSON
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3,
+                         "message.max.bytes": 6 * 1024 * 1024})
+    for value in (b'"before"', poison, b'"after"'):
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+
+    metadata = materialize_bridge(defs, name)
+    assert sorted(m.data for m in drain(subscription)) == [b"after", b"before"]
+    assert metadata["records_dead_lettered"].value == 1
+    (dead,) = _read_topic(dlq, 1)
+    assert dead.value() == poison
+
+
 def test_with_tolerance_none_a_bad_record_fails_the_run_and_records_nothing(stack, spark, tmp_path, unique):
     topic, name = f"strict-{unique}", f"strict_{unique}"
     kafka_admin().create_topic(topic, partitions=1)
