@@ -63,6 +63,9 @@ def _kafka_sink_asset(bridge: Bridge, resource_key: str) -> AssetsDefinition:
             f"{result.totals['records']} records read, {result.totals['published']} published in "
             f"{result.duration_s:.1f}s; {result.plan.lag_after()} left for the next run"
         )
+        if result.totals["headers_dropped"]:
+            context.log.warning(f"{result.totals['headers_dropped']} headers could not become attributes (over the "
+                                "attribute limits, binary, null or a repeated key) and were dropped")
         return MaterializeResult(metadata=sink_metadata(result))
 
     return _bridge
@@ -146,6 +149,7 @@ def sink_metadata(result: "SinkBatchResult") -> dict:
         "records_dead_lettered": MetadataValue.int(t["dead_lettered"]),
         "records_dropped": MetadataValue.int(t["failed_dropped"]),
         "bytes_read": MetadataValue.int(t["bytes"]),
+        "headers_dropped": MetadataValue.int(t["headers_dropped"]),
         "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
         "records_per_second": MetadataValue.float(round(result.records_per_second, 1)),
         "lag_remaining": MetadataValue.int(result.plan.lag_after()),

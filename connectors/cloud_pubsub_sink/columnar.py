@@ -106,11 +106,12 @@ class ColumnarConverter:
                 if timestamps[row] is not None and timestamp_types[row] >= 0:
                     attributes["kafka.timestamp"] = str(timestamps[row])
             data = value or b""
+            headers_dropped = 0
             if headers is not None and headers[row]:
                 offer = _Attributes()
                 offer.values = attributes
                 for header in headers[row]:
-                    offer.offer_header(header["key"], header["value"])
+                    headers_dropped += not offer.offer_header(header["key"], header["value"])
             if len(data) > MAX_MESSAGE_BYTES:
                 yield row, RecordError(f"message data is {len(data)} bytes; Pub/Sub allows {MAX_MESSAGE_BYTES}")
                 continue
@@ -125,4 +126,4 @@ class ColumnarConverter:
                     continue
             elif order_by_partition:
                 ordering_key = str(partitions[row])
-            yield row, OutgoingMessage(data, attributes, ordering_key)
+            yield row, OutgoingMessage(data, attributes, ordering_key, headers_dropped)

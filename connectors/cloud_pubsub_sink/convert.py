@@ -32,6 +32,7 @@ class OutgoingMessage:
     data: bytes
     attributes: dict[str, str] = field(default_factory=dict)
     ordering_key: str = ""
+    headers_dropped: int = 0  # headers.publish: headers that could not become attributes
 
     def size(self) -> int:
         return len(self.data) + sum(len(k.encode()) + len(v.encode()) for k, v in self.attributes.items())
@@ -86,15 +87,18 @@ class _Attributes:
         else:
             self.put_text(key, java_string(value, schema))
 
-    def offer_header(self, key: str, value: bytes | None) -> None:
-        """Headers are copied only when they fit; the reference skips oversized ones the same way."""
+    def offer_header(self, key: str, value: bytes | None) -> bool:
+        """Headers are copied only when they fit (the reference skips oversized ones the same way);
+        False for a header that was dropped."""
         if value is None or len(self.values) >= MAX_ATTRIBUTES:
-            return
+            return False
         text, encoding = bytes_to_text(value)
         if encoding == BASE64:
-            return  # a binary header has no faithful string form within an attribute
+            return False  # a binary header has no faithful string form within an attribute
         if _attribute_problem(key, text) is None and key not in self.values:
             self.values[key] = text
+            return True
+        return False
 
 
 def _attribute_problem(key: str, text: str) -> str | None:
@@ -148,9 +152,10 @@ class CloudPubSubSinkConverter:
 
         if len(attrs.values) > MAX_ATTRIBUTES:
             raise RecordError(f"{len(attrs.values)} attributes; Pub/Sub allows {MAX_ATTRIBUTES}")
+        headers_dropped = 0
         if cfg.headers_publish:
             for header_key, header_value in record.headers:
-                attrs.offer_header(header_key, header_value)
+                headers_dropped += not attrs.offer_header(header_key, header_value)
         if len(data) > MAX_MESSAGE_BYTES:
             raise RecordError(f"message data is {len(data)} bytes; Pub/Sub allows {MAX_MESSAGE_BYTES}")
         if not data and not attrs.values:
@@ -163,7 +168,7 @@ class CloudPubSubSinkConverter:
             ordering_key = str(record.partition)
         if len(ordering_key.encode("utf-8")) > MAX_ORDERING_KEY_BYTES:
             raise RecordError(f"ordering key is over {MAX_ORDERING_KEY_BYTES} bytes")
-        return OutgoingMessage(data, attrs.values, ordering_key)
+        return OutgoingMessage(data, attrs.values, ordering_key, headers_dropped)
 
     def _struct_to_attributes(self, value: Struct, attrs: _Attributes) -> bytes:
         data = b""

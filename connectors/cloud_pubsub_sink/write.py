@@ -79,6 +79,8 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
                 elif isinstance(outcome, RecordError):
                     tally.reject(slot.record(row), "VALUE_CONVERTER", outcome)
                 else:
+                    if outcome.headers_dropped:
+                        slot.counts(row).headers_dropped += outcome.headers_dropped
                     message = message_pb(data=outcome.data, attributes=outcome.attributes,
                                          ordering_key=outcome.ordering_key)
                     publisher.add(message, outcome.size(), (slot, row), outcome.ordering_key)

@@ -27,6 +27,7 @@ class PartitionCounts:
     dead_lettered: int = 0
     failed_dropped: int = 0
     bytes: int = 0
+    headers_dropped: int = 0  # headers that could not become attributes (the record itself was delivered)
 
 
 COUNTERS = tuple(f.name for f in dataclasses.fields(PartitionCounts))

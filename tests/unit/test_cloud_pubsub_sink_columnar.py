@@ -17,7 +17,8 @@ def _outcome(convert, record):
         message = convert(record)
     except RecordError as exc:
         return ("error", str(exc))
-    return None if message is None else (message.data, message.attributes, message.ordering_key)
+    return None if message is None else (message.data, message.attributes, message.ordering_key,
+                                         message.headers_dropped)
 
 
 @pytest.mark.parametrize("key_converter, value_converter", [(STRING, STRING), (BYTES, BYTES), (BYTES, STRING)])
@@ -37,7 +38,8 @@ def test_columnar_conversion_matches_the_record_rules(key_converter, value_conve
     for row, outcome in columnar.convert(batch):
         assert row == len(got)
         got.append(("error", str(outcome)) if isinstance(outcome, RecordError) else
-                   None if outcome is None else (outcome.data, outcome.attributes, outcome.ordering_key))
+                   None if outcome is None else (outcome.data, outcome.attributes, outcome.ordering_key,
+                                                 outcome.headers_dropped))
     assert got == expected
     kinds = {type(o[0]) if o else None for o in expected}
     # the data set has messages, bad records and (without metadata attributes) skipped records

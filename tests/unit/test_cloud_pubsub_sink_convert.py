@@ -105,6 +105,7 @@ def test_header_limits_are_exact():
     headers = [("k" * 256, b"fits"), ("k" * 257, b"key too long"), ("v1024", b"x" * 1024), ("v1025", b"x" * 1025)]
     message = converter(**{"headers.publish": "true"}).convert(record(value=b"v", headers=headers))
     assert set(message.attributes) == {"k" * 256, "v1024"}
+    assert message.headers_dropped == 2
 
 
 def test_never_more_than_100_attributes():
@@ -112,10 +113,11 @@ def test_never_more_than_100_attributes():
     conv = converter(**{"headers.publish": "true", "metadata.publish": "true", "key.converter": STRING})
     message = conv.convert(record(key=b"k", value=b"v", headers=headers))
     assert len(message.attributes) == 100
+    assert message.headers_dropped == 150 - (100 - 5)  # key and four metadata attributes came first
     assert message.attributes["key"] == "k" and message.attributes["kafka.offset"] == "41"
     exactly = converter(**{"headers.publish": "true"}).convert(
         record(value=b"v", headers=[(f"h{i}", b"x") for i in range(100)]))
-    assert len(exactly.attributes) == 100
+    assert len(exactly.attributes) == 100 and exactly.headers_dropped == 0
 
 
 def test_too_many_struct_attributes_is_a_record_error():
