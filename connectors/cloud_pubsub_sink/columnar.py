@@ -20,30 +20,18 @@ from connectors.cloud_pubsub_sink.convert import (
 )
 from connectors.kafka.record import RecordError, records_from_arrow
 from connectors.kafka_connect.bytes_text import BASE64
-from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, StringConverter
+from connectors.kafka_connect.simple_converters import SimpleConverters, string_error
 
 Outcome = Union[OutgoingMessage, None, RecordError]  # a message, a skipped record, or a bad record
 _SHORT_ENOUGH = 256  # characters: at most 1,024 UTF-8 bytes, under every attribute limit
-
-
-def _string_error(data: bytes) -> RecordError:
-    """StringConverter's own error for bytes that are not UTF-8."""
-    try:
-        StringConverter().to_connect(data)
-    except ConversionError as exc:
-        return RecordError(str(exc))
-    raise AssertionError("the bytes are valid UTF-8")
 
 
 class ColumnarConverter:
     def __init__(self, config: CloudPubSubSinkConfig):
         self.config = config
         self.record_converter = CloudPubSubSinkConverter(config)
-        simple = (StringConverter, ByteArrayConverter)
-        self.columnar = (isinstance(self.record_converter.key_converter, simple)
-                         and isinstance(self.record_converter.value_converter, simple))
-        self.key_is_string = isinstance(self.record_converter.key_converter, StringConverter)
-        self.value_is_string = isinstance(self.record_converter.value_converter, StringConverter)
+        kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
+        self.columnar, self.key_is_string, self.value_is_string = kinds.columnar, kinds.key_is_string, kinds.value_is_string
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         """(row, outcome) for every row of a batch of Spark's Kafka rows, in order."""
@@ -80,14 +68,14 @@ class ColumnarConverter:
                     key_encoding = None
                 except UnicodeDecodeError:
                     if key_is_string:
-                        yield row, _string_error(key)
+                        yield row, string_error(key)
                         continue
                     key_text, key_encoding = base64.b64encode(key).decode("ascii"), BASE64
             if value is not None and value_is_string:
                 try:
                     value.decode("utf-8")
                 except UnicodeDecodeError:
-                    yield row, _string_error(value)
+                    yield row, string_error(value)
                     continue
             if key is not None:
                 if len(key_text) > _SHORT_ENOUGH:

@@ -14,7 +14,7 @@ from typing import Iterator, Union
 import pyarrow as pa
 
 from connectors.kafka.record import RecordError, records_from_arrow
-from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, StringConverter
+from connectors.kafka_connect.simple_converters import SimpleConverters, string_error
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.convert import (
     KAFKA_EVENT_TIME_TYPE_ATTRIBUTE, KAFKA_OFFSET_ATTRIBUTE, KAFKA_PARTITION_ATTRIBUTE, KAFKA_TOPIC_ATTRIBUTE,
@@ -25,23 +25,11 @@ Outcome = Union[tuple, RecordError]  # (a raw PubSubMessage, its size in bytes),
 _TIMESTAMP_TYPE_BYTES = {number: name.encode() for number, name in TIMESTAMP_TYPES.items()}
 
 
-def _string_error(data: bytes) -> RecordError:
-    """StringConverter's own error for bytes that are not UTF-8."""
-    try:
-        StringConverter().to_connect(data)
-    except ConversionError as exc:
-        return RecordError(str(exc))
-    raise AssertionError("the bytes are valid UTF-8")
-
-
 class LiteColumnarConverter:
     def __init__(self, config: PubSubLiteSinkConfig):
         self.record_converter = PubSubLiteSinkConverter(config)
-        simple = (StringConverter, ByteArrayConverter)
-        self.columnar = (isinstance(self.record_converter.key_converter, simple)
-                         and isinstance(self.record_converter.value_converter, simple))
-        self.key_is_string = isinstance(self.record_converter.key_converter, StringConverter)
-        self.value_is_string = isinstance(self.record_converter.value_converter, StringConverter)
+        kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
+        self.columnar, self.key_is_string, self.value_is_string = kinds.columnar, kinds.key_is_string, kinds.value_is_string
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         """(row, (message, size) or error) for every row of a batch of Spark's Kafka rows, in order."""
@@ -65,10 +53,10 @@ class LiteColumnarConverter:
         for row in range(batch.num_rows):
             key, value = keys[row] or b"", values[row] or b""
             if key_is_string and not _is_utf8(key):
-                yield row, _string_error(key)
+                yield row, string_error(key)
                 continue
             if value_is_string and not _is_utf8(value):
-                yield row, _string_error(value)
+                yield row, string_error(value)
                 continue
             message = PubSubMessagePb(key=key, data=value)
             attributes = message.attributes

@@ -1,0 +1,31 @@
+"""Which of a bridge's converters a columnar path can skip: String and ByteArray give back a record's own
+bytes (a String only has to be valid UTF-8), so the sinks convert those straight from Arrow columns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from connectors.kafka.record import RecordError
+from connectors.kafka_connect.converters import ByteArrayConverter, Converter, ConversionError, StringConverter
+
+
+@dataclass(frozen=True)
+class SimpleConverters:
+    columnar: bool  # both key and value converters are String or ByteArray
+    key_is_string: bool
+    value_is_string: bool
+
+    @classmethod
+    def of(cls, key_converter: Converter, value_converter: Converter) -> SimpleConverters:
+        simple = (StringConverter, ByteArrayConverter)
+        return cls(isinstance(key_converter, simple) and isinstance(value_converter, simple),
+                   isinstance(key_converter, StringConverter), isinstance(value_converter, StringConverter))
+
+
+def string_error(data: bytes) -> RecordError:
+    """StringConverter's own error for bytes that are not UTF-8."""
+    try:
+        StringConverter().to_connect(data)
+    except ConversionError as exc:
+        return RecordError(str(exc))
+    raise AssertionError("the bytes are valid UTF-8")
