@@ -1,13 +1,17 @@
 """One software-defined asset per bridge."""
 
-from typing import TYPE_CHECKING
+import contextlib
+from typing import TYPE_CHECKING, Iterator
 
-from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetsDefinition, Failure, MaterializeResult, MetadataValue, asset
+
+from jobs.lease import BridgeBusy, BridgeLease
 
 from sensors.recorded_offsets import (
     kafka_offsets_metadata, lite_cursors_metadata, recorded_kafka_offsets, recorded_lite_cursors,
 )
 from connectors.config.bridges_file import Bridge
+from resources.lease import BridgeLeaseResource
 from resources.connectors import CloudPubSubSourceResource, PubSubLiteSourceResource, S3BlockGzipSinkResource
 
 if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
@@ -52,13 +56,31 @@ def _asset_properties(bridge: Bridge) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[BridgeLease]:
+    """The bridge's lease for the whole body: position read, batch moved, lease checked, result recorded."""
+    try:
+        timing = context.resources.bridge_lease.timing()
+        lease = BridgeLease.acquire(context.instance, bridge.name, context.run_id, timing)
+    except BridgeBusy as exc:
+        raise Failure(description=str(exc), allow_retries=False) from None
+    if lease.fenced:
+        context.log.warning(f"Fenced run {lease.fenced.run_id} of bridge {bridge.name}: {lease.fenced.stale_because}")
+    try:
+        yield lease
+    finally:
+        lease.release()
+
+
 def _kafka_sink_asset(bridge: Bridge, resource_key: str) -> AssetsDefinition:
     """Kafka -> somewhere, resumed from the Kafka offsets this asset recorded last."""
 
-    @asset(**_asset_properties(bridge), required_resource_keys={resource_key})
+    @asset(**_asset_properties(bridge), required_resource_keys={resource_key, "bridge_lease"})
     def _bridge(context: AssetExecutionContext) -> MaterializeResult:
-        recorded = recorded_kafka_offsets(context.instance, context.asset_key)
-        result = getattr(context.resources, resource_key).run_batch(bridge, recorded)
+        with _holding_lease(context, bridge) as lease:
+            recorded = recorded_kafka_offsets(context.instance, context.asset_key)
+            result = getattr(context.resources, resource_key).run_batch(bridge, recorded)
+            lease.check()
         context.log.info(
             f"{result.totals['records']} records read, {result.totals['published']} published in "
             f"{result.duration_s:.1f}s; {result.plan.lag_after()} left for the next run"
@@ -73,9 +95,12 @@ def _kafka_sink_asset(bridge: Bridge, resource_key: str) -> AssetsDefinition:
 
 def _cloud_pubsub_source_asset(bridge: Bridge) -> AssetsDefinition:
     @asset(**_asset_properties(bridge))
-    def _bridge(context: AssetExecutionContext, cloud_pubsub_source: CloudPubSubSourceResource) -> MaterializeResult:
+    def _bridge(context: AssetExecutionContext, cloud_pubsub_source: CloudPubSubSourceResource,
+                bridge_lease: BridgeLeaseResource) -> MaterializeResult:
         # Pub/Sub keeps the cursor (acked or not), so there is nothing of ours to resume from.
-        result = cloud_pubsub_source.run_batch(bridge)
+        with _holding_lease(context, bridge) as lease:
+            result = cloud_pubsub_source.run_batch(bridge)
+            lease.check()
         context.log.info(f"{result.pulled} messages pulled, {result.written} written, {result.acked} acked "
                          f"in {result.duration_s:.1f}s")
         return MaterializeResult(metadata={
@@ -94,9 +119,12 @@ def _cloud_pubsub_source_asset(bridge: Bridge) -> AssetsDefinition:
 
 def _pubsublite_source_asset(bridge: Bridge) -> AssetsDefinition:
     @asset(**_asset_properties(bridge))
-    def _bridge(context: AssetExecutionContext, pubsublite_source: PubSubLiteSourceResource) -> MaterializeResult:
-        recorded = recorded_lite_cursors(context.instance, context.asset_key)
-        result = pubsublite_source.run_batch(bridge, recorded)
+    def _bridge(context: AssetExecutionContext, pubsublite_source: PubSubLiteSourceResource,
+                bridge_lease: BridgeLeaseResource) -> MaterializeResult:
+        with _holding_lease(context, bridge) as lease:
+            recorded = recorded_lite_cursors(context.instance, context.asset_key)
+            result = pubsublite_source.run_batch(bridge, recorded)
+            lease.check()
         context.log.info(f"{result.messages} messages moved to Kafka in {result.duration_s:.1f}s; "
                          f"{result.backlog_after} left for the next run")
         metadata = {
@@ -118,9 +146,12 @@ def _pubsublite_source_asset(bridge: Bridge) -> AssetsDefinition:
 
 def _s3_block_gzip_sink_asset(bridge: Bridge) -> AssetsDefinition:
     @asset(**_asset_properties(bridge))
-    def _bridge(context: AssetExecutionContext, s3_block_gzip_sink: S3BlockGzipSinkResource) -> MaterializeResult:
+    def _bridge(context: AssetExecutionContext, s3_block_gzip_sink: S3BlockGzipSinkResource,
+                bridge_lease: BridgeLeaseResource) -> MaterializeResult:
         # Resumes from the cursor objects in S3; the offsets recorded here are for the UI and the sensor.
-        result = s3_block_gzip_sink.run_batch(bridge)
+        with _holding_lease(context, bridge) as lease:
+            result = s3_block_gzip_sink.run_batch(bridge)
+            lease.check()
         t = result.totals
         context.log.info(f"{t['records']} records archived in {t['files']} files in {result.duration_s:.1f}s")
         return MaterializeResult(metadata={

@@ -91,6 +91,11 @@ def shared_connect_session(remote: str, store: SessionIdStore) -> SparkSession:
     return SparkSession.builder.remote(_with_session_id(remote, session_id)).create()
 
 
+def connect_url_of(remote: str, spark: SparkSession) -> str:
+    """The URL that reaches `spark`'s server-side session from another process."""
+    return _with_session_id(remote, spark.session_id)
+
+
 def _with_session_id(remote: str, session_id: str) -> str:
     """sc://host:port[/;key=value...] with session_id added, unless the URL names one itself."""
     if ";session_id=" in remote:

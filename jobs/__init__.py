@@ -1,4 +1,5 @@
-"""One job per bridge; its `bridge` tag lets dagster.yaml allow one run per bridge at a time."""
+"""One job per bridge; its `bridge` tag lets dagster.yaml allow one run per bridge at a time (queued runs;
+every other launch path meets the lease in jobs/lease.py)."""
 
 from __future__ import annotations
 

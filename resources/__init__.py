@@ -6,11 +6,12 @@ from resources.connectors import (
 )
 from resources.defaults import default_resources
 from resources.kafka import KafkaResource
+from resources.lease import BridgeLeaseResource
 from resources.pubsub import PubSubResource
 from resources.pubsublite import PubSubLiteResource
 from resources.spark import SparkResource
 
 __all__ = [
-    "CloudPubSubSinkResource", "CloudPubSubSourceResource", "KafkaResource", "PubSubLiteResource",
+    "BridgeLeaseResource", "CloudPubSubSinkResource", "CloudPubSubSourceResource", "KafkaResource", "PubSubLiteResource",
     "PubSubLiteSinkResource", "PubSubLiteSourceResource", "PubSubResource", "S3BlockGzipSinkResource", "SparkResource", "default_resources",
 ]

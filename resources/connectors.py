@@ -38,10 +38,9 @@ class CloudPubSubSinkResource(ConfigurableResource):
 
         config = bridge.config
         assert isinstance(config, CloudPubSubSinkConfig)
-        return run_sink_batch(
-            self.spark.session(), bridge.name, config, self.pubsub.connection_for(config), self.kafka.admin(),
-            recorded, bridge.batch, bridge.consumer_group,
-        )
+        with self.spark.batch_session(bridge.name) as spark:
+            return run_sink_batch(spark, bridge.name, config, self.pubsub.connection_for(config), self.kafka.admin(),
+                                  recorded, bridge.batch, bridge.consumer_group)
 
 
 class CloudPubSubSourceResource(ConfigurableResource):
@@ -54,9 +53,8 @@ class CloudPubSubSourceResource(ConfigurableResource):
 
         config = bridge.config
         assert isinstance(config, CloudPubSubSourceConfig)
-        return run_source_batch(
-            self.spark.session(), config, self.pubsub.connection_for(config), self.kafka.admin(), bridge.batch
-        )
+        with self.spark.batch_session(bridge.name) as spark:
+            return run_source_batch(spark, config, self.pubsub.connection_for(config), self.kafka.admin(), bridge.batch)
 
 
 class S3BlockGzipSinkResource(ConfigurableResource):
@@ -68,7 +66,8 @@ class S3BlockGzipSinkResource(ConfigurableResource):
 
         config = bridge.config
         assert isinstance(config, S3BlockGzipSinkConfig)
-        return run_archive_batch(self.spark.session(), config, self.kafka.admin(), bridge.batch, bridge.consumer_group)
+        with self.spark.batch_session(bridge.name) as spark:
+            return run_archive_batch(spark, config, self.kafka.admin(), bridge.batch, bridge.consumer_group)
 
 
 class PubSubLiteSinkResource(ConfigurableResource):
@@ -81,10 +80,9 @@ class PubSubLiteSinkResource(ConfigurableResource):
 
         config = bridge.config
         assert isinstance(config, PubSubLiteSinkConfig)
-        return run_lite_sink_batch(
-            self.spark.session(), bridge.name, config, self.pubsublite.connection_for(config), self.kafka.admin(),
-            recorded, bridge.batch, bridge.consumer_group,
-        )
+        with self.spark.batch_session(bridge.name) as spark:
+            return run_lite_sink_batch(spark, bridge.name, config, self.pubsublite.connection_for(config),
+                                       self.kafka.admin(), recorded, bridge.batch, bridge.consumer_group)
 
 
 class PubSubLiteSourceResource(ConfigurableResource):
@@ -97,7 +95,6 @@ class PubSubLiteSourceResource(ConfigurableResource):
 
         config = bridge.config
         assert isinstance(config, PubSubLiteSourceConfig)
-        return run_lite_source_batch(
-            self.spark.session(), config, self.pubsublite.connection_for(config), self.kafka.admin(),
-            recorded, bridge.batch,
-        )
+        with self.spark.batch_session(bridge.name) as spark:
+            return run_lite_source_batch(spark, config, self.pubsublite.connection_for(config), self.kafka.admin(),
+                                         recorded, bridge.batch)

@@ -11,6 +11,7 @@ from resources.connectors import (
     S3BlockGzipSinkResource,
 )
 from resources.kafka import KafkaResource
+from resources.lease import BridgeLeaseResource
 from resources.pubsub import PubSubResource
 from resources.pubsublite import PubSubLiteResource
 from resources.spark import SparkResource
@@ -41,6 +42,8 @@ def default_resources() -> dict[str, Any]:
     spark = SparkResource(master=os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"),
                           remote=os.environ.get("BRIDGE_SPARK_REMOTE") or None)
     return {
+        "bridge_lease": BridgeLeaseResource(
+            stale_after_seconds=float(os.environ.get("BRIDGE_LEASE_STALE_AFTER_SECONDS", "30"))),
         "kafka": kafka,
         "pubsub": pubsub,
         "pubsublite": pubsublite,

@@ -1,6 +1,7 @@
-from typing import TYPE_CHECKING
+import contextlib
+from typing import TYPE_CHECKING, Iterator
 
-from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
+from dagster import ConfigurableResource, DagsterInstance, InitResourceContext, get_dagster_logger
 from pydantic import Field, PrivateAttr
 
 from bridgectl import fetch
@@ -32,9 +33,11 @@ class SparkResource(ConfigurableResource):
     master: str = Field("local[*]", description="Spark master URL for a classic session (BRIDGE_SPARK_MASTER)")
     remote: str | None = Field(None, description="Spark Connect URL, sc://host:port (BRIDGE_SPARK_REMOTE)")
     _instance: DagsterInstance | None = PrivateAttr(None)
+    _run_id: str | None = PrivateAttr(None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._instance = context.instance
+        self._run_id = context.run_id
 
     def session(self) -> "SparkSession":
         from connectors.spark_session import get_spark_session, shared_connect_session
@@ -44,3 +47,35 @@ class SparkResource(ConfigurableResource):
         if self.remote:  # outside a Dagster run (bench, tests): a session of this process's own
             return get_spark_session([], remote=self.remote)
         return get_spark_session(fetch.spark_kafka_jars(), master=self.master, log4j2_config=str(log4j2_config()))
+
+    @contextlib.contextmanager
+    def batch_session(self, bridge: str) -> Iterator["SparkSession"]:
+        """The session one batch of `bridge` runs in, its Spark work tagged with the bridge and the run.
+
+        Call it holding the bridge's lease: it first interrupts any operation of the bridge still running
+        in the shared session (left by a run that died). A batch that ends by an exception -- a run
+        terminated from the UI raises one -- interrupts its own operations; a run process that dies is
+        covered by a watchdog process (Spark Connect only: a classic session's jobs die with its driver).
+        """
+        from connectors.spark_session import connect_url_of
+        from connectors.spark_watchdog import InterruptWatchdog
+
+        spark = self.session()
+        bridge_tag, run_tag = f"bridge-{bridge}", f"dagster-run-{self._run_id or 'none'}"
+        leftovers = spark.interruptTag(bridge_tag)
+        if leftovers:
+            get_dagster_logger().warning(f"Interrupted {len(leftovers)} Spark operations of bridge {bridge} left "
+                                         "running by an earlier run")
+        spark.addTag(bridge_tag)
+        spark.addTag(run_tag)
+        watchdog = InterruptWatchdog(connect_url_of(self.remote, spark), run_tag) if self.remote else None
+        try:
+            yield spark
+        except BaseException:
+            with contextlib.suppress(Exception):
+                spark.interruptTag(run_tag)
+            raise
+        finally:
+            spark.clearTags()
+            if watchdog is not None:
+                watchdog.disarm()

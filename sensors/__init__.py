@@ -9,9 +9,11 @@ from dagster import (
     SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
 )
 
+from jobs.lease import fence_if_stale
 from sensors.recorded_offsets import recorded_kafka_offsets, recorded_lite_cursors
 from connectors.config.bridges_file import Bridge
 from resources.kafka import KafkaResource
+from resources.lease import BridgeLeaseResource
 from resources.pubsublite import PubSubLiteResource
 
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
@@ -23,9 +25,14 @@ def _latest_run_id(instance: DagsterInstance, job_name: str) -> "str | None":
     return records[0].dagster_run.run_id if records else None
 
 
-def _run_in_flight(instance: DagsterInstance, job_name: str) -> "SkipReason | None":
-    """A bridge's runs never overlap: skip while one is queued or running."""
-    records = instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
+def _run_in_flight(context: SensorEvaluationContext, job_name: str, bridge: Bridge,
+                   bridge_lease: BridgeLeaseResource) -> "SkipReason | None":
+    """A bridge's runs never overlap: skip while one is queued or running. A run whose process died
+    (its lease heartbeat stopped) is marked failed first, so it cannot hold the bridge for ever."""
+    fenced = fence_if_stale(context.instance, bridge.name, bridge_lease.timing())
+    if fenced is not None and not fenced.finished:
+        context.log.warning(f"run {fenced.run_id} of {bridge.name} marked failed: {fenced.stale_because}")
+    records = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
     if records:
         return SkipReason(f"run {records[0].dagster_run.run_id[:8]} of this bridge is not finished")
     return None
@@ -56,8 +63,8 @@ def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
 
     @sensor(**_sensor_properties(bridge, job_name, "interval_sensor",
                                  f"Starts {job_name} every interval when no run of it is in flight"))
-    def _interval_sensor(context: SensorEvaluationContext):
-        if busy := _run_in_flight(context.instance, job_name):
+    def _interval_sensor(context: SensorEvaluationContext, bridge_lease: BridgeLeaseResource):
+        if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
             return busy
         # One request per finished run: a double evaluation cannot start two.
         return RunRequest(run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}",
@@ -79,10 +86,11 @@ def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition
 
     @sensor(**_sensor_properties(bridge, job_name, "backlog_sensor",
                                  f"Starts {job_name} when Pub/Sub Lite has messages the bridge has not moved yet"))
-    def _backlog_sensor(context: SensorEvaluationContext, pubsublite: PubSubLiteResource):
+    def _backlog_sensor(context: SensorEvaluationContext, pubsublite: PubSubLiteResource,
+                        bridge_lease: BridgeLeaseResource):
         from connectors.pubsublite_source.batch import lite_positions
 
-        if busy := _run_in_flight(context.instance, job_name):
+        if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
             return busy
         recorded = recorded_lite_cursors(context.instance, AssetKey(bridge.name))
         starts, heads = lite_positions(pubsublite.connection_for(bridge.config), bridge.config, recorded)
@@ -97,8 +105,8 @@ def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition
 def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     @sensor(**_sensor_properties(bridge, job_name, "lag_sensor",
                                  f"Starts {job_name} when Kafka has records the bridge has not moved yet"))
-    def _lag_sensor(context: SensorEvaluationContext, kafka: KafkaResource):
-        if busy := _run_in_flight(context.instance, job_name):
+    def _lag_sensor(context: SensorEvaluationContext, kafka: KafkaResource, bridge_lease: BridgeLeaseResource):
+        if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
             return busy
         config = bridge.config
         admin = kafka.admin()
