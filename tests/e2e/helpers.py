@@ -28,7 +28,11 @@ def kafka_admin() -> KafkaAdmin:
 def produce(topic: str, records: list[tuple[bytes | str | None, bytes | str | None]], headers=None) -> None:
     producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
     for key, value in records:
-        producer.produce(topic, key=key, value=value, headers=headers)
+        try:
+            producer.produce(topic, key=key, value=value, headers=headers)
+        except BufferError:  # the local queue is full (100k messages): let it drain
+            producer.flush(30)
+            producer.produce(topic, key=key, value=value, headers=headers)
     assert producer.flush(30) == 0
 
 

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance
+from dagster import DagsterRunStatus, RunsFilter
+from google.api_core.exceptions import Cancelled, DeadlineExceeded
 from google.cloud import pubsub_v1
 
 from jobs.lease import pool_name
@@ -19,18 +21,20 @@ from tests.e2e.helpers import cli_run, create_pubsub_topic, drain, kafka_admin, 
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
-# One message per publish request: a batch of this many records takes tens of seconds, long enough to
-# be hit part-way through.
-SLOW = {"maxBufferSize": "1"}
+# One message per publish request and one request in flight: a batch of a few thousand records takes
+# seconds, long enough to be hit part-way through.
+SLOW = {"maxBufferSize": "1", "maxOutstandingMessages": "1"}
 
 
-def _bridge(tmp_path: Path, unique: str, records: int, keys: dict | None = None) -> tuple[str, str, set[str], str]:
+def _bridge(tmp_path: Path, unique: str, records: int, keys: dict | None = None,
+            partitions: int = 2) -> tuple[str, str, set[str], str]:
     topic, name = f"fault-{unique}", f"fault_{unique}"
-    kafka_admin().create_topic(topic, partitions=2)
+    kafka_admin().create_topic(topic, partitions=partitions)
     subscription = create_pubsub_topic(topic)
     produced = {f"r{i}" for i in range(records)}
     produce(topic, [(None, value) for value in sorted(produced)])
-    return name, subscription, produced, sink_bridges_file(tmp_path, name, topic, keys)
+    batch = {"max_records": records}
+    return name, subscription, produced, sink_bridges_file(tmp_path, name, topic, keys, batch)
 
 
 def _wait_for(condition, timeout_s: float = 120, what: str = "condition") -> None:
@@ -51,7 +55,11 @@ class Subscription:
         self.path, self.client, self.received = path, pubsub_v1.SubscriberClient(), []
 
     def pull_some(self) -> int:
-        response = self.client.pull(subscription=self.path, max_messages=1000, timeout=5)
+        try:  # the emulator holds an empty pull until its deadline: keep it short to see the first message soon
+            response = self.client.pull(subscription=self.path, max_messages=1000, timeout=0.5,
+                                        retry=None)
+        except (DeadlineExceeded, Cancelled):
+            return 0
         if response.received_messages:
             self.received += [m.message.data.decode() for m in response.received_messages]
             self.client.acknowledge(subscription=self.path, ack_ids=[m.ack_id for m in response.received_messages])
@@ -80,3 +88,78 @@ def test_two_runs_of_one_bridge_at_once_move_each_record_once(stack, spark_remot
     row = fault_report.count("two runs of one bridge at once (CLI + CLI, warm engine)", "CloudPubSubSink",
                              produced, [m.data.decode() for m in drain(subscription)])
     assert row.lost == 0 and row.duplicated == 0
+
+
+def _start_and_kill_midway(command: list[str], env: dict, arrived: Subscription) -> float:
+    """Start a run in a session of its own; SIGKILL its whole process group once messages arrive.
+    Returns the time of the kill."""
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    _wait_for(lambda: arrived.pull_some() > 0 or run.poll() is not None, what="the first messages")
+    assert run.poll() is None, "the run finished before it could be killed mid-batch"
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    return time.monotonic()
+
+
+def _settled_after_kill(arrived: Subscription) -> int:
+    """Messages that arrive after the kill until publishing stops (two quiet 3 s windows)."""
+    late, quiet = 0, 0
+    while quiet < 2:
+        time.sleep(3)
+        got = arrived.drain()
+        late, quiet = late + got, (quiet + 1 if got == 0 else 0)
+    return late
+
+
+def _watchdogs() -> list[int]:
+    found = subprocess.run(["pgrep", "-f", "connectors/spark_watchdog.py"], capture_output=True, text=True)
+    return [int(pid) for pid in found.stdout.split()]
+
+
+@pytest.mark.parametrize("watchdog_killed_too", [False, True], ids=["run-group-killed", "run-and-watchdog-killed"])
+def test_a_killed_run_stops_moving_data_and_the_next_run_fences_it(
+        stack, spark_remote, tmp_path, unique, fault_report, watchdog_killed_too):
+    """The watchdog (or, when it died too, the next run) interrupts the dead run's Spark job; the next
+    run marks the dead run failed at once (its process is gone) and moves everything not recorded."""
+    # Without its watchdog the orphan runs until the next run starts: a batch long enough to outlast that.
+    name, subscription, produced, bridges = _bridge(tmp_path, unique, 30_000, SLOW)
+    command, env = cli_run(tmp_path, bridges, name, spark_remote)
+    arrived = Subscription(subscription)
+    if watchdog_killed_too:
+        before = set(_watchdogs())
+        run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+        _wait_for(lambda: arrived.pull_some() > 0, what="the first messages")
+        for pid in set(_watchdogs()) - before:
+            os.kill(pid, signal.SIGKILL)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        killed_at = time.monotonic()
+        time.sleep(3)  # nothing interrupts the orphan now: it goes on publishing
+        assert arrived.pull_some() > 0  # one pull: draining would wait for the orphan to finish
+    else:
+        killed_at = _start_and_kill_midway(command, env, arrived)
+        _settled_after_kill(arrived)
+    orphan_delivered = len(arrived.received)
+    if not watchdog_killed_too:
+        assert orphan_delivered < len(produced), "the orphan published the whole batch: it was not interrupted"
+
+    again = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    recovered_s = time.monotonic() - killed_at
+    assert "Fenced run" in again.stderr and "is gone" in again.stderr
+    if watchdog_killed_too:
+        assert f"Spark operations of bridge {name} left running by an earlier run" in again.stderr, again.stderr[-6000:]
+        orphan_delivered += _settled_after_kill(arrived)  # what it published until the next run interrupted it
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        statuses = sorted(r.dagster_run.status.value for r in instance.get_run_records(RunsFilter()))
+    assert statuses == [DagsterRunStatus.FAILURE.value, DagsterRunStatus.SUCCESS.value]
+
+    arrived.drain()
+    fault = ("run process group and its watchdog killed -9 mid-batch" if watchdog_killed_too
+             else "run process group killed -9 mid-batch")
+    row = fault_report.count(f"{fault} (warm engine)", "CloudPubSubSink", produced, arrived.received, recovered_s)
+    assert row.lost == 0
+    # Every duplicate is a record the dead run published before it was interrupted, and nothing else.
+    assert row.duplicated <= orphan_delivered
