@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from dagster import AssetExecutionContext, AssetsDefinition, Failure, MaterializeResult, MetadataValue, asset
 
+from connectors.outage import Unreachable
 from jobs.lease import BridgeBusy, BridgeLease
 
 from sensors.recorded_offsets import (
@@ -68,6 +69,8 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         context.log.warning(f"Fenced run {lease.fenced.run_id} of bridge {bridge.name}: {lease.fenced.stale_because}")
     try:
         yield lease
+    except Unreachable as exc:  # one line naming the system, not a JVM trace
+        raise Failure(description=str(exc)) from None
     finally:
         lease.release()
 

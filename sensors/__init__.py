@@ -10,6 +10,7 @@ from dagster import (
 )
 
 from jobs.lease import fence_if_stale
+from sensors.backoff import evaluate_with_backoff
 from sensors.recorded_offsets import recorded_kafka_offsets, recorded_lite_cursors
 from connectors.config.bridges_file import Bridge
 from resources.kafka import KafkaResource
@@ -67,8 +68,8 @@ def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
         if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
             return busy
         # One request per finished run: a double evaluation cannot start two.
-        return RunRequest(run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}",
-                          tags={"bridge": bridge.name})
+        return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, lambda: RunRequest(
+            run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}", tags={"bridge": bridge.name}))
 
     return _interval_sensor
 
@@ -92,12 +93,16 @@ def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition
 
         if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
             return busy
-        recorded = recorded_lite_cursors(context.instance, AssetKey(bridge.name))
-        starts, heads = lite_positions(pubsublite.connection_for(bridge.config), bridge.config, recorded)
-        backlog = sum(max(0, heads[p] - starts[p]) for p in heads)
-        if backlog == 0:
-            return SkipReason("no new messages")
-        return _request_for_position(context, job_name, bridge, heads, {"backlog_at_request": str(backlog)})
+
+        def check() -> RunRequest | SkipReason:
+            recorded = recorded_lite_cursors(context.instance, AssetKey(bridge.name))
+            starts, heads = lite_positions(pubsublite.connection_for(bridge.config), bridge.config, recorded)
+            backlog = sum(max(0, heads[p] - starts[p]) for p in heads)
+            if backlog == 0:
+                return SkipReason("no new messages")
+            return _request_for_position(context, job_name, bridge, heads, {"backlog_at_request": str(backlog)})
+
+        return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, check)
 
     return _backlog_sensor
 
@@ -108,14 +113,18 @@ def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     def _lag_sensor(context: SensorEvaluationContext, kafka: KafkaResource, bridge_lease: BridgeLeaseResource):
         if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
             return busy
-        config = bridge.config
-        admin = kafka.admin()
-        partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
-        recorded = recorded_kafka_offsets(context.instance, AssetKey(bridge.name))
-        plan = admin.plan_batch(partitions, recorded, 2**62, bridge.batch.initial_offsets, bridge.consumer_group)
-        if plan.total_records == 0:
-            return SkipReason("no new records")
-        return _request_for_position(context, job_name, bridge, plan.end_offsets,
-                                     {"lag_at_request": str(plan.total_records)})
+
+        def check() -> RunRequest | SkipReason:
+            config = bridge.config
+            admin = kafka.admin()
+            partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
+            recorded = recorded_kafka_offsets(context.instance, AssetKey(bridge.name))
+            plan = admin.plan_batch(partitions, recorded, 2**62, bridge.batch.initial_offsets, bridge.consumer_group)
+            if plan.total_records == 0:
+                return SkipReason("no new records")
+            return _request_for_position(context, job_name, bridge, plan.end_offsets,
+                                         {"lag_at_request": str(plan.total_records)})
+
+        return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, check)
 
     return _lag_sensor

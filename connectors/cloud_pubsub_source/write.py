@@ -69,13 +69,15 @@ def _streamed_message_in(message) -> PubSubMessageIn:
 def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     from confluent_kafka import Producer
 
+    from connectors.kafka.connection import client_logger
+
     slots = [slot for batch in batches for slot in batch.column("slot").to_pylist()]
     cfg = task.config
     subscriber = task.connection.subscriber()
     path = subscriber.subscription_path(cfg.cps_project, cfg.cps_subscription)
     producer = Producer({
         **task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-        "partitioner": "murmur2_random", "log_level": 3,
+        "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger(),
     })
     delivery = _Delivery(cfg, producer)
     try:

@@ -39,6 +39,8 @@ class BatchSettings(BaseModel):
     initial_offsets: Literal["committed", "earliest", "latest"] = "committed"
     # Spark tasks that pull in parallel (source connectors; sinks use one task per Kafka partition).
     parallelism: int = Field(2, ge=1, le=64)
+    # Kafka, Pub/Sub, Lite or S3 silent this long fails the run with one line naming it.
+    outage_timeout_seconds: int = Field(30, ge=5, le=3600)
 
 
 class SensorSettings(BaseModel):

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
 )
 from google.api_core.retry import Retry
 
-from connectors.kafka.connection import KafkaConnection
+from connectors.kafka.connection import KafkaConnection, client_logger
 
 # {topic: {partition: offset}}; JSON-friendly (partition keys become strings in metadata).
 Offsets = dict[str, dict[int, int]]
@@ -74,7 +74,7 @@ class BatchPlan:
 class KafkaAdmin:
     def __init__(self, connection: KafkaConnection):
         self.connection = connection
-        self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3})
+        self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3, "logger": client_logger()})
 
     # --- topics ------------------------------------------------------------------------------
     def partitions(self, topics: list[str] | None = None, topics_regex: str | None = None) -> dict[str, list[int]]:
@@ -159,6 +159,7 @@ class KafkaAdmin:
         the group coordinator is still loading, as on a fresh cluster."""
         consumer = Consumer({
             **self.connection.librdkafka_config(), "group.id": group, "enable.auto.commit": False, "log_level": 3,
+            "logger": client_logger(),
         })
         try:
             requested = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]

@@ -3,6 +3,9 @@ librdkafka (confluent-kafka: admin, producers) and the Java client inside Spark'
 
 from __future__ import annotations
 
+import logging
+import re
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,3 +45,34 @@ class KafkaConnection:
                 f'{_JAAS_MODULES[self.sasl_mechanism]} required username="{user}" password="{password}";'
             )
         return options
+
+
+class _OncePerMinute(logging.Filter):
+    """librdkafka repeats a failing connection's line every few milliseconds to a second for as long
+    as a broker is down; one line per distinct message a minute says the same."""
+
+    def __init__(self, interval_s: float = 60.0):
+        super().__init__()
+        self._interval_s = interval_s
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = re.sub(r"\d+", "#", record.getMessage())  # timings and ids differ between repeats
+        now = time.monotonic()
+        if now - self._last.get(key, float("-inf")) < self._interval_s:
+            return False
+        self._last[key] = now
+        return True
+
+
+def client_logger() -> logging.Logger:
+    """The logger every librdkafka client of this process writes to (`"logger": client_logger()`),
+    rate-limited; set per client, because a logger that travels to a Spark task loses its filter."""
+    logger = logging.getLogger("kafka-pubsub-bridge.librdkafka")
+    if not logger.filters:
+        logger.addFilter(_OncePerMinute())
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("librdkafka %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    return logger

@@ -9,6 +9,7 @@ import traceback
 
 from connectors.config.common import ErrorHandlingKeys, KafkaTopicsKeys
 from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.connection import client_logger
 from connectors.kafka.record import KafkaRecord
 
 HEADER_PREFIX = "__connect.errors."
@@ -46,7 +47,8 @@ class DeadLetterQueue:
         self.connector_name = connector_name
         self.context_headers = context_headers
         self._errors: list[str] = []
-        self._producer = Producer({**client_config, "enable.idempotence": True, "acks": "all", "log_level": 3})
+        self._producer = Producer({**client_config, "enable.idempotence": True, "acks": "all", "log_level": 3,
+                                   "logger": client_logger()})
 
     def send(self, record: KafkaRecord, stage: str, error: BaseException) -> None:
         headers = list(record.headers)

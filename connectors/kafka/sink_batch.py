@@ -14,6 +14,7 @@ from connectors.config.common import KafkaTopicsKeys
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
 from connectors.kafka.spark_read import read_offset_ranges
+from connectors.outage import kafka_outages_named
 
 
 @dataclass
@@ -48,13 +49,17 @@ def run_kafka_sink_batch(
     nothing may be recorded: the next run reads the same range again.
     """
     started = time.monotonic()
-    partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
-    plan = kafka.plan_batch(partitions, recorded, batch.max_records, batch.initial_offsets, consumer_group)
+    bootstrap = kafka.connection.bootstrap_servers
+    with kafka_outages_named(bootstrap, f"planning the batch of {config.topics or config.topics_regex}"):
+        partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
+        plan = kafka.plan_batch(partitions, recorded, batch.max_records, batch.initial_offsets, consumer_group)
     result = SinkBatchResult(plan=plan, duration_s=0.0)
     if plan.total_records:
-        frame = read_offset_ranges(spark, kafka.connection, plan.ranges)
+        frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds)
         frame = frame.selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").drop("timestamp")
-        for row in frame.mapInArrow(deliver, SUMMARY_SCHEMA).collect():
+        with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
+            rows = frame.mapInArrow(deliver, SUMMARY_SCHEMA).collect()
+        for row in rows:
             counts = result.per_partition.setdefault(f"{row['topic']}-{row['partition']}", dict.fromkeys(COUNTERS, 0))
             for name in COUNTERS:
                 counts[name] += row[name]

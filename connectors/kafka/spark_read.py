@@ -16,8 +16,10 @@ def read_offset_ranges(
     spark: SparkSession,
     connection: KafkaConnection,
     ranges: list[PartitionRange],
+    timeout_s: int,
 ) -> DataFrame:
-    """Records of each [start, end) range; Spark makes one task per topic-partition."""
+    """Records of each [start, end) range; Spark makes one task per topic-partition. A broker silent for
+    `timeout_s` fails the task (Spark's default is 120 s, then 3 more attempts in a cluster)."""
     assign: dict[str, list[int]] = {}
     starting: dict[str, dict[str, int]] = {}
     ending: dict[str, dict[str, int]] = {}
@@ -35,6 +37,9 @@ def read_offset_ranges(
         # The range is already in the log, so the broker never needs to wait for data; at the
         # default 500 ms, the consumer's last prefetch past the range end adds half a second per task.
         .option("kafka.fetch.max.wait.ms", "10")
+        .option("kafkaConsumer.pollTimeoutMs", str(timeout_s * 1000))
+        .option("kafka.request.timeout.ms", str(timeout_s * 1000))
+        .option("kafka.default.api.timeout.ms", str(timeout_s * 1000))
     )
     for key, value in connection.java_client_options().items():
         reader = reader.option(f"kafka.{key}", value)

@@ -36,10 +36,12 @@ class _KafkaWriter:
     def __init__(self, task: LiteSourceTask):
         from confluent_kafka import Producer
 
+        from connectors.kafka.connection import client_logger
+
         self.topic = task.config.kafka_topic
         self.producer = Producer({
             **task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            "partitioner": "murmur2_random", "log_level": 3,
+            "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger(),
         })
         self.failures: list[str] = []
 

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from connectors.config.bridges_file import BatchSettings
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.spark_read import read_offset_ranges
+from connectors.outage import kafka_outages_named
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.store import Cursor, read_cursor, s3_client, write_cursor
 from connectors.s3_block_gzip_sink.write import SUMMARY_SCHEMA, archive_arrow_batches
@@ -35,19 +36,23 @@ def run_archive_batch(
 ) -> ArchiveBatchResult:
     started = time.monotonic()
     s3 = s3_client(config)
-    partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
+    bootstrap = kafka.connection.bootstrap_servers
+    with kafka_outages_named(bootstrap, f"listing the partitions of {config.topics or config.topics_regex}"):
+        partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
     cursors = {(t, p): read_cursor(s3, config, t, p) for t, ps in partitions.items() for p in ps}
     resume: Offsets = {}
     for (t, p), cursor in cursors.items():
         if cursor is not None:
             resume.setdefault(t, {})[p] = cursor.next_offset
-    plan = kafka.plan_batch(partitions, resume, batch.max_records, batch.initial_offsets, consumer_group)
+    with kafka_outages_named(bootstrap, "planning the batch"):
+        plan = kafka.plan_batch(partitions, resume, batch.max_records, batch.initial_offsets, consumer_group)
     result = ArchiveBatchResult(plan)
     last_index: dict[tuple[str, int], str | None] = {tp: c.index if c else None for tp, c in cursors.items()}
     if plan.total_records:
-        frame = read_offset_ranges(spark, kafka.connection, plan.ranges)
+        frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds)
         frame = frame.selectExpr("topic", "partition", "offset", "value", "unix_millis(timestamp) AS timestamp_ms")
-        rows = frame.mapInArrow(functools.partial(archive_arrow_batches, config), SUMMARY_SCHEMA).collect()
+        with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
+            rows = frame.mapInArrow(functools.partial(archive_arrow_batches, config), SUMMARY_SCHEMA).collect()
         for row in rows:
             tp = (row["topic"], row["partition"])
             counts = result.per_partition.setdefault(f"{tp[0]}-{tp[1]}", dict.fromkeys(COUNTERS, 0))

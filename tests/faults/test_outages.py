@@ -1,0 +1,85 @@
+"""Outages: a system the bridge needs stops answering; the run fails within a bound, in one line
+naming it, records nothing, and the run after the outage moves everything once."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from dagster import AssetKey, DagsterInstance, materialize
+
+from bridge_assets.definitions import build_definitions
+from resources import default_resources
+from sensors.recorded_offsets import recorded_kafka_offsets
+from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+
+
+def _materialize(defs, name: str, instance: DagsterInstance):
+    return materialize([defs.get_assets_def(name)], resources=default_resources(), instance=instance,
+                       raise_on_error=False)
+
+
+def test_kafka_down_fails_the_run_in_one_line_and_the_next_run_moves_everything(
+        stack, spark, tmp_path, unique, fault_report):
+    topic, name = f"outage-{unique}", f"outage_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    produced = {f"o{i}" for i in range(2_000)}
+    produce(topic, [(None, value) for value in sorted(produced)])
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, batch={"outage_timeout_seconds": 10}))
+    instance = DagsterInstance.ephemeral()
+    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+
+    stack.down(only=("kafka",), log=lambda line: None)
+    down_at = time.monotonic()
+    try:
+        result = _materialize(defs, name, instance)
+        failed_after_s = time.monotonic() - down_at
+    finally:
+        stack.up(only=("kafka",), log=lambda line: None)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
+    assert f"Kafka at {bootstrap} did not answer while planning the batch of {topic}" in failure.message
+    assert failure.message.count("\n") == 1
+    assert failure.cause is None  # the one line, without a client trace behind it
+    assert failed_after_s < 30
+    assert recorded_kafka_offsets(instance, AssetKey(name)) == {}
+
+    assert _materialize(defs, name, instance).success
+    row = fault_report.count("Kafka broker stopped, then restarted", "CloudPubSubSink", produced,
+                             [m.data.decode() for m in drain(subscription)], time.monotonic() - down_at)
+    assert row.lost == 0 and row.duplicated == 0
+
+
+def test_the_sensor_backs_off_a_bridge_whose_kafka_does_not_answer(stack, tmp_path, unique):
+    import json
+    import socket
+
+    from dagster import SkipReason, build_sensor_context
+
+    from resources import KafkaResource
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    name = f"backoff_{unique}"
+    defs = build_definitions(sink_bridges_file(tmp_path, name, f"backoff-{unique}"))
+    sensor = defs.get_sensor_def(f"{name}_lag_sensor")
+    instance = DagsterInstance.ephemeral()
+    resources = {**default_resources(), "kafka": KafkaResource(bootstrap_servers=dead)}
+
+    def evaluate(cursor: str | None):
+        with build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+            return sensor(context), context.cursor
+
+    first, cursor = evaluate(None)
+    assert isinstance(first, SkipReason) and "next check in 30 s (1 failed in a row)" in first.skip_message
+    started = time.monotonic()
+    waiting, _ = evaluate(cursor)
+    assert "backing off" in waiting.skip_message and time.monotonic() - started < 5  # Kafka is not asked
+    state = json.loads(cursor)
+    second, cursor = evaluate(json.dumps({**state, "retry_at": 0}))  # the wait is over
+    assert "next check in 60 s (2 failed in a row)" in second.skip_message
