@@ -24,6 +24,7 @@ from typing import Callable
 
 from bridgectl import fetch
 from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_config
+from bridgectl.processes import process_start_ticks
 
 DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "pubsub": 18085, "pubsublite": 18086, "s3": 15000,
                  "spark": 15002}
@@ -44,21 +45,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _process_start_ticks(pid: int) -> int | None:
-    """Start time of a live process, None when it is gone (or exited and awaits its parent)."""
-    try:
-        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child that exited
-    except ChildProcessError:
-        pass
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Fields after the parenthesised command name (which may hold spaces): state, ..., starttime (22).
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] == "Z" else int(fields[19])
 
 
 def _port_open(port: int) -> bool:
@@ -100,7 +86,7 @@ class LocalStack:
         if not entry:
             return None
         pid, ticks = entry["pid"], entry["start_ticks"]
-        return pid if _process_start_ticks(pid) == ticks else None
+        return pid if process_start_ticks(pid) == ticks else None
 
     # --- public ------------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
@@ -157,9 +143,9 @@ class LocalStack:
                 continue
             os.killpg(pid, signal.SIGTERM)
             deadline = time.monotonic() + 30
-            while _process_start_ticks(pid) is not None and time.monotonic() < deadline:
+            while process_start_ticks(pid) is not None and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if _process_start_ticks(pid) is not None:
+            if process_start_ticks(pid) is not None:
                 os.killpg(pid, signal.SIGKILL)
             log(f"{name}: stopped (pid {pid})")
             state = self._load_state()  # re-read: forget only what was stopped here
@@ -180,7 +166,7 @@ class LocalStack:
     def _record(self, name: str, proc: subprocess.Popen) -> None:
         state = self._load_state()
         state.setdefault("pids", {})[name] = {
-            "pid": proc.pid, "start_ticks": _process_start_ticks(proc.pid)
+            "pid": proc.pid, "start_ticks": process_start_ticks(proc.pid)
         }
         self._save_state(state)
 

@@ -31,6 +31,8 @@ from typing import Iterator
 
 from dagster import DagsterInstance
 
+from bridgectl.processes import process_start_ticks
+
 STEP_KEY = "bridge-batch"
 
 
@@ -104,24 +106,10 @@ def current_holder(instance: DagsterInstance, bridge: str, timing: LeaseTiming) 
     return Holder(run_id, age, stale)
 
 
-def _process_started(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), so that a reused pid is not taken for it."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return None
-
-
-def _process_alive(pid: int, started: str | None) -> bool:
+def _process_alive(pid: int, started: int | None) -> bool:
     """On the holder's own host a dead holder is seen at once, without waiting for its heartbeat to age."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return started is None or _process_started(pid) in (None, started)
+    ticks = process_start_ticks(pid)
+    return ticks is not None and started in (None, ticks)
 
 
 def fence(instance: DagsterInstance, bridge: str, holder: Holder) -> None:
@@ -154,6 +142,7 @@ class BridgeLease:
         self._stop = threading.Event()
         self._lost: str | None = None
         self._last_beat = time.time()
+        self._pid_started = process_start_ticks(os.getpid())
         self._thread = threading.Thread(target=self._beat_until_released, name=f"lease-{bridge}", daemon=True)
         self.fenced: Holder | None = None
 
@@ -194,7 +183,7 @@ class BridgeLease:
     def _beat(self) -> None:
         key = _heartbeat_key(self._bridge)
         value = json.dumps({"run_id": self._run_id, "at": time.time(), "host": socket.gethostname(),
-                            "pid": os.getpid(), "pid_started": _process_started(os.getpid())})
+                            "pid": os.getpid(), "pid_started": self._pid_started})
         self._instance.run_storage.set_cursor_values({key: value})
         self._last_beat = time.time()
 

@@ -18,9 +18,9 @@ from connectors.cloud_pubsub_sink.convert import (
     KEY_ATTRIBUTE, MAX_MESSAGE_BYTES, MAX_ORDERING_KEY_BYTES, CloudPubSubSinkConverter, OutgoingMessage,
     _Attributes, _attribute_problem,
 )
-from connectors.kafka.record import RecordError, records_from_arrow
+from connectors.kafka.record import RecordError
 from connectors.kafka_connect.bytes_text import BASE64
-from connectors.kafka_connect.simple_converters import SimpleConverters, string_error
+from connectors.kafka_connect.simple_converters import SimpleConverters, convert_each_record, string_error
 
 Outcome = Union[OutgoingMessage, None, RecordError]  # a message, a skipped record, or a bad record
 _SHORT_ENOUGH = 256  # characters: at most 1,024 UTF-8 bytes, under every attribute limit
@@ -30,19 +30,14 @@ class ColumnarConverter:
     def __init__(self, config: CloudPubSubSinkConfig):
         self.config = config
         self.record_converter = CloudPubSubSinkConverter(config)
-        kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
-        self.columnar, self.key_is_string, self.value_is_string = kinds.columnar, kinds.key_is_string, kinds.value_is_string
+        self.kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         """(row, outcome) for every row of a batch of Spark's Kafka rows, in order."""
-        if not self.columnar:
-            for row, record in enumerate(records_from_arrow(batch)):
-                try:
-                    yield row, self.record_converter.convert(record)
-                except RecordError as exc:
-                    yield row, exc
-            return
-        yield from self._convert_columns(batch)
+        if self.kinds.columnar:
+            yield from self._convert_columns(batch)
+        else:
+            yield from convert_each_record(batch, self.record_converter.convert)
 
     def _convert_columns(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         cfg = self.config
@@ -56,7 +51,7 @@ class ColumnarConverter:
         headers = batch.column("headers").to_pylist() if cfg.headers_publish else None
         order_by_key = cfg.ordering_key_source == "key"
         order_by_partition = cfg.ordering_key_source == "partition"
-        key_is_string, value_is_string = self.key_is_string, self.value_is_string
+        key_is_string, value_is_string = self.kinds.key_is_string, self.kinds.value_is_string
 
         for row in range(batch.num_rows):
             key, value = keys[row], values[row]

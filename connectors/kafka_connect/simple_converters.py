@@ -4,8 +4,11 @@ bytes (a String only has to be valid UTF-8), so the sinks convert those straight
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterator, TypeVar
 
-from connectors.kafka.record import RecordError
+import pyarrow as pa
+
+from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
 from connectors.kafka_connect.converters import ByteArrayConverter, Converter, ConversionError, StringConverter
 
 
@@ -29,3 +32,15 @@ def string_error(data: bytes) -> RecordError:
     except ConversionError as exc:
         return RecordError(str(exc))
     raise AssertionError("the bytes are valid UTF-8")
+
+
+T = TypeVar("T")
+
+
+def convert_each_record(batch: pa.RecordBatch, convert: Callable[[KafkaRecord], T]) -> Iterator[tuple[int, T | RecordError]]:
+    """The record-by-record path, for converters a columnar path cannot skip: (row, outcome or bad record)."""
+    for row, record in enumerate(records_from_arrow(batch)):
+        try:
+            yield row, convert(record)
+        except RecordError as exc:
+            yield row, exc

@@ -13,8 +13,8 @@ from typing import Iterator, Union
 
 import pyarrow as pa
 
-from connectors.kafka.record import RecordError, records_from_arrow
-from connectors.kafka_connect.simple_converters import SimpleConverters, string_error
+from connectors.kafka.record import RecordError
+from connectors.kafka_connect.simple_converters import SimpleConverters, convert_each_record, string_error
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.convert import (
     KAFKA_EVENT_TIME_TYPE_ATTRIBUTE, KAFKA_OFFSET_ATTRIBUTE, KAFKA_PARTITION_ATTRIBUTE, KAFKA_TOPIC_ATTRIBUTE,
@@ -28,27 +28,25 @@ _TIMESTAMP_TYPE_BYTES = {number: name.encode() for number, name in TIMESTAMP_TYP
 class LiteColumnarConverter:
     def __init__(self, config: PubSubLiteSinkConfig):
         self.record_converter = PubSubLiteSinkConverter(config)
-        kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
-        self.columnar, self.key_is_string, self.value_is_string = kinds.columnar, kinds.key_is_string, kinds.value_is_string
+        self.kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         """(row, (message, size) or error) for every row of a batch of Spark's Kafka rows, in order."""
-        if not self.columnar:
-            for row, record in enumerate(records_from_arrow(batch)):
-                try:
-                    message = self.record_converter.convert(record)
-                    yield row, (message, message.ByteSize())
-                except RecordError as exc:
-                    yield row, exc
-            return
-        yield from self._convert_columns(batch)
+        if self.kinds.columnar:
+            yield from self._convert_columns(batch)
+        else:
+            yield from convert_each_record(batch, self._message_and_size)
+
+    def _message_and_size(self, record) -> tuple:
+        message = self.record_converter.convert(record)
+        return message, message.ByteSize()
 
     def _convert_columns(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         columns = batch.to_pydict()
         keys, values, headers = columns["key"], columns["value"], columns["headers"]
         topics, partitions, offsets = columns["topic"], columns["partition"], columns["offset"]
         timestamps, timestamp_types = columns["timestamp_ms"], columns["timestampType"]
-        key_is_string, value_is_string = self.key_is_string, self.value_is_string
+        key_is_string, value_is_string = self.kinds.key_is_string, self.kinds.value_is_string
         topic_bytes: dict[str, bytes] = {}
         for row in range(batch.num_rows):
             key, value = keys[row] or b"", values[row] or b""

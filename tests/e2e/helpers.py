@@ -109,14 +109,16 @@ def cli_run(tmp_path: Path, bridges_file: str, name: str,
 
 
 def kill_run_midway(command: list[str], env: dict[str, str], started: Callable[[], bool],
-                    timeout_s: float = 120) -> None:
+                    timeout_s: float = 120, before_kill: Callable[[], None] | None = None) -> None:
     """Start a run and SIGKILL its whole process group (Dagster, Spark's JVM and workers) as soon as
-    `started()` says it is part-way through; fail if it finished first."""
+    `started()` says it is part-way through; fail if it finished first. `before_kill` runs just before."""
     run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and run.poll() is None and not started():
         time.sleep(0.2)
     assert run.poll() is None, "the run finished before it could be killed mid-batch"
+    if before_kill is not None:
+        before_kill()
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()

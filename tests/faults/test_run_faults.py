@@ -17,7 +17,9 @@ from google.api_core.exceptions import Cancelled, DeadlineExceeded
 from google.cloud import pubsub_v1
 
 from jobs.lease import pool_name
-from tests.e2e.helpers import cli_run, create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
+from tests.e2e.helpers import (
+    cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, produce, sink_bridges_file,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -90,18 +92,6 @@ def test_two_runs_of_one_bridge_at_once_move_each_record_once(stack, spark_remot
     assert row.lost == 0 and row.duplicated == 0
 
 
-def _start_and_kill_midway(command: list[str], env: dict, arrived: Subscription) -> float:
-    """Start a run in a session of its own; SIGKILL its whole process group once messages arrive.
-    Returns the time of the kill."""
-    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
-    _wait_for(lambda: arrived.pull_some() > 0 or run.poll() is not None, what="the first messages")
-    assert run.poll() is None, "the run finished before it could be killed mid-batch"
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
-    return time.monotonic()
-
-
 def _settled_after_kill(arrived: Subscription) -> int:
     """Messages that arrive after the kill until publishing stops (two quiet 3 s windows)."""
     late, quiet = 0, 0
@@ -126,20 +116,19 @@ def test_a_killed_run_stops_moving_data_and_the_next_run_fences_it(
     name, subscription, produced, bridges = _bridge(tmp_path, unique, 30_000, SLOW)
     command, env = cli_run(tmp_path, bridges, name, spark_remote)
     arrived = Subscription(subscription)
-    if watchdog_killed_too:
-        before = set(_watchdogs())
-        run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-        _wait_for(lambda: arrived.pull_some() > 0, what="the first messages")
-        for pid in set(_watchdogs()) - before:
+    watchdogs_before = set(_watchdogs())
+
+    def kill_the_watchdog() -> None:
+        for pid in set(_watchdogs()) - watchdogs_before:
             os.kill(pid, signal.SIGKILL)
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait()
-        killed_at = time.monotonic()
+
+    kill_run_midway(command, env, started=lambda: arrived.pull_some() > 0,
+                    before_kill=kill_the_watchdog if watchdog_killed_too else None)
+    killed_at = time.monotonic()
+    if watchdog_killed_too:
         time.sleep(3)  # nothing interrupts the orphan now: it goes on publishing
         assert arrived.pull_some() > 0  # one pull: draining would wait for the orphan to finish
     else:
-        killed_at = _start_and_kill_midway(command, env, arrived)
         _settled_after_kill(arrived)
     orphan_delivered = len(arrived.received)
     if not watchdog_killed_too:

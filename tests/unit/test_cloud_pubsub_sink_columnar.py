@@ -31,7 +31,7 @@ def test_columnar_conversion_matches_the_record_rules(key_converter, value_conve
                                                    "key.converter": key_converter,
                                                    "value.converter": value_converter, **extra})
     columnar = ColumnarConverter(config)
-    assert columnar.columnar
+    assert columnar.kinds.columnar
     batch = awkward_kafka_rows()
     expected = [_outcome(CloudPubSubSinkConverter(config).convert, r) for r in records_from_arrow(batch)]
     got = []
@@ -51,7 +51,7 @@ def test_other_converters_take_the_record_path():
                                                    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                                                    "value.converter.schemas.enable": False})
     columnar = ColumnarConverter(config)
-    assert not columnar.columnar
+    assert not columnar.kinds.columnar
     outcomes = [type(o).__name__ for _, o in columnar.convert(awkward_kafka_rows().slice(0, 12))]
     # rows 0-3 have a null value; 4-7 an empty one and 8-11 b"hello": neither is JSON
     assert outcomes == ["NoneType"] * 4 + ["RecordError"] * 8

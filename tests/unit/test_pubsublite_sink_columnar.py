@@ -27,7 +27,7 @@ def test_columnar_conversion_matches_the_record_rules(key_converter, value_conve
     config = PubSubLiteSinkConfig.model_validate({**LITE, "key.converter": key_converter,
                                                   "value.converter": value_converter})
     columnar = LiteColumnarConverter(config)
-    assert columnar.columnar
+    assert columnar.kinds.columnar
     batch = awkward_kafka_rows()
     expected = [_expected(PubSubLiteSinkConverter(config), r) for r in records_from_arrow(batch)]
     got = []
@@ -48,7 +48,7 @@ def test_other_converters_take_the_record_path():
     config = PubSubLiteSinkConfig.model_validate({**LITE, "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                                                   "value.converter.schemas.enable": False})
     columnar = LiteColumnarConverter(config)
-    assert not columnar.columnar
+    assert not columnar.kinds.columnar
     outcomes = [type(o).__name__ for _, o in columnar.convert(awkward_kafka_rows().slice(0, 12))]
     # rows 0-3 have a null value (an empty message); 4-7 an empty one and 8-11 b"hello": neither is JSON
     assert outcomes == ["tuple"] * 4 + ["RecordError"] * 8
