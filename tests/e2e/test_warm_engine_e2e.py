@@ -124,7 +124,11 @@ def test_runs_share_one_engine_session(stack, spark_remote, tmp_path, unique):
     assert stored_session_id() == first_id
     assert _python_worker_daemons() == daemons
 
-    SparkSession.builder.remote(f"{spark_remote}/;session_id={first_id}").create().stop()  # the server closes it
+    try:
+        SparkSession.builder.remote(f"{spark_remote}/;session_id={first_id}").create().stop()  # the server closes it
+    finally:
+        # A Spark Connect client marks its whole process as Connect mode; later tests here use a classic session.
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     produce(topic, [(None, "fourth")])
     run(tmp_path, bridges, name, spark_remote)
     assert stored_session_id() != first_id

@@ -23,8 +23,7 @@ def _materialize(defs, name: str, instance: DagsterInstance):
 
 
 def test_kafka_down_fails_the_run_in_one_line_and_the_next_run_moves_everything(
-        stack, spark, tmp_path, unique, fault_report, monkeypatch):
-    monkeypatch.delenv("BRIDGE_SPARK_REMOTE", raising=False)  # in-process runs use the classic session
+        stack, spark, tmp_path, unique, fault_report):
     topic, name = f"outage-{unique}", f"outage_{unique}"
     kafka_admin().create_topic(topic, partitions=2)
     subscription = create_pubsub_topic(topic)
