@@ -17,11 +17,12 @@ import argparse
 import asyncio
 import datetime
 import json
-import ssl
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from bridgectl import tls_proxy
 
 PUBSUB_HOST = "pubsub.googleapis.com"
 TRUST_STORE_PASSWORD = "changeit"
@@ -89,32 +90,9 @@ class _TokenHandler(BaseHTTPRequestHandler):
         pass
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(1 << 16):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, ssl.SSLError):
-        pass
-    finally:
-        writer.close()
-
-
-async def _serve(listen: str, upstream: str, paths: dict[str, Path], token_port: int) -> None:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(paths["server.pem"], paths["server.key"])
-    context.set_alpn_protocols(["h2"])
-    up_host, up_port = upstream.rsplit(":", 1)
-
-    async def connection(client_reader, client_writer):
-        server_reader, server_writer = await asyncio.open_connection(up_host, int(up_port))
-        await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
-
-    host, port = listen.rsplit(":", 1)
-    server = await asyncio.start_server(connection, host, int(port), ssl=context)
-    print(f"ready {token_port}", flush=True)
-    async with server:
-        await server.serve_forever()
+def _serve(listen: str, upstream: str, paths: dict[str, Path], token_port: int) -> None:
+    asyncio.run(tls_proxy.serve(listen, upstream, str(paths["server.pem"]), str(paths["server.key"]),
+                                on_ready=lambda: print(f"ready {token_port}", flush=True)))
 
 
 def main() -> None:
@@ -126,7 +104,7 @@ def main() -> None:
     tokens = ThreadingHTTPServer(("127.0.0.1", 0), _TokenHandler)
     threading.Thread(target=tokens.serve_forever, daemon=True).start()
     paths = write_credentials(args.dir, args.listen.rsplit(":", 1)[0], tokens.server_port)
-    asyncio.run(_serve(args.listen, args.upstream, paths, tokens.server_port))
+    _serve(args.listen, args.upstream, paths, tokens.server_port)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bridgectl.fetch import MissingToolError
-from bridgectl.local_stack import LocalStack
+from bridgectl.local_stack import CLUSTER_SERVICES, LocalStack
 from bridgectl.paths import PROJECT_ROOT
 
 console = Console(stderr=True)
@@ -34,17 +34,23 @@ def main() -> None:
 
 @main.group()
 def local() -> None:
-    """The local servers: Kafka (KRaft), the Pub/Sub emulator (pstest) and moto (S3)."""
+    """The local servers: Kafka (KRaft), pstest (Pub/Sub), our Lite server, moto (S3) and Spark Connect."""
 
 
 @local.command()
-def up() -> None:
+@click.option("--cluster", is_flag=True,
+              help="also a Spark standalone cluster (master, two workers) and a Spark Connect server on it "
+                   "behind TLS and a token")
+def up(cluster: bool) -> None:
     """Start the servers in the background (idempotent) and wait until each is ready."""
+    stack = LocalStack()
     try:
-        LocalStack().up(log=lambda line: console.print(line))
+        stack.up(log=lambda line: console.print(line))
+        if cluster:
+            stack.up(log=lambda line: console.print(line), only=CLUSTER_SERVICES)
     except (MissingToolError, RuntimeError) as exc:
         _fail(str(exc))
-    console.print('Point a shell at it with: eval "$(bridgectl local env)"')
+    console.print('Point a shell at it with: eval "$(bridgectl local env' + (' --cluster' if cluster else '') + ')"')
 
 
 @local.command()
@@ -65,9 +71,11 @@ def status() -> None:
 
 
 @local.command()
-def env() -> None:
+@click.option("--cluster", is_flag=True, help="runs go to the local cluster's Spark Connect server (TLS, token)")
+def env(cluster: bool) -> None:
     """Print `export` lines for the stack: eval "$(bridgectl local env)"."""
-    for name, value in LocalStack().env().items():
+    stack = LocalStack()
+    for name, value in (stack.cluster_env() if cluster else stack.env()).items():
         click.echo(f"export {name}={shlex.quote(value)}")
 
 

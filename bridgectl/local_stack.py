@@ -1,5 +1,7 @@
 """Start, stop and describe the local servers: Kafka (KRaft), Google's pstest Pub/Sub emulator, our
-Pub/Sub Lite server (bridgectl/lite_server), moto, and a Spark Connect server (the warm engine).
+Pub/Sub Lite server (bridgectl/lite_server), moto, and a Spark Connect server (the warm engine);
+on request (`up --cluster`), a Spark standalone cluster with a Spark Connect server of its own that
+takes TLS and a token, as a remote deployment would.
 
 Each server is a child process started in its own session, its pid and start time kept in
 `<home>/stack.json`, so `down` stops exactly what `up` started (by pid, never by name) and a pid
@@ -11,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -22,14 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bridgectl import fetch
+from bridgectl import fetch, spark_servers
 from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_config
 from bridgectl.processes import process_start_ticks
 
 DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "pubsub": 18085, "pubsublite": 18086, "s3": 15000,
-                 "spark": 15002}
+                 "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080, "spark_cluster": 15003,
+                 "spark_cluster_tls": 15443}
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
 SERVICES = ("kafka", "pubsub", "pubsublite", "s3", "spark")
+# The cluster: a master, two workers, a Spark Connect server on it (plaintext, loopback only, token
+# required) and the TLS front users reach it through.
+CLUSTER_SERVICES = ("spark_master", "spark_worker_1", "spark_worker_2", "spark_cluster", "spark_cluster_tls")
 READY_TIMEOUT_S = 120
 
 
@@ -107,36 +114,71 @@ class LocalStack:
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
 
+    def cluster_env(self) -> dict[str, str]:
+        """env() for runs on the local cluster: through its Spark Connect server (TLS and a token), or
+        BRIDGE_SPARK_CLUSTER_MASTER for a classic session whose executors live on the workers."""
+        ports = self.ports()
+        return {**self.env(),
+                "BRIDGE_SPARK_REMOTE": f"sc://127.0.0.1:{ports['spark_cluster_tls']}/;use_ssl=true",
+                "BRIDGE_SPARK_REMOTE_TOKEN": self.cluster_token(),
+                "BRIDGE_SPARK_CLUSTER_MASTER": self.master_url()}
+
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.ports()['spark_master']}"
+
+    def cluster_token(self) -> str:
+        """The bearer token the cluster's Spark Connect server requires, made once (file mode 600)."""
+        path = self.home / "spark-cluster" / "token"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
     def status(self) -> list[ServiceStatus]:
         ports = self.ports()
+        recorded = self._load_state().get("pids", {})
+        names = list(SERVICES) + [name for name in CLUSTER_SERVICES if name in recorded]
         return [
-            ServiceStatus(name, f"127.0.0.1:{ports[name]}", self._alive(name), self._alive(name) is not None)
-            for name in SERVICES
+            ServiceStatus(name, f"127.0.0.1:{ports[name]}" if name in ports else "-", self._alive(name),
+                          self._alive(name) is not None)
+            for name in names
         ]
 
     def up(self, log: Callable[[str], None] = print, only: tuple[str, ...] = SERVICES) -> None:
         starters = {"kafka": self._start_kafka, "pubsub": self._start_pubsub,
-                    "pubsublite": self._start_pubsublite, "s3": self._start_s3, "spark": self._start_spark}
+                    "pubsublite": self._start_pubsublite, "s3": self._start_s3, "spark": self._start_spark,
+                    "spark_master": self._start_spark_master, "spark_worker_1": lambda: self._start_spark_worker(1),
+                    "spark_worker_2": lambda: self._start_spark_worker(2),
+                    "spark_cluster": self._start_spark_cluster, "spark_cluster_tls": self._start_spark_cluster_tls}
         checks = {"kafka": self._kafka_ready, "pubsub": self._pubsub_ready,
-                  "pubsublite": self._pubsublite_ready, "s3": self._s3_ready, "spark": self._spark_ready}
+                  "pubsublite": self._pubsublite_ready, "s3": self._s3_ready, "spark": self._spark_ready,
+                  "spark_master": lambda: self._port_ready("spark_master"),
+                  "spark_worker_1": lambda: self._workers_alive() >= 1,
+                  "spark_worker_2": lambda: self._workers_alive() >= 2,
+                  "spark_cluster": lambda: self._port_ready("spark_cluster"),
+                  "spark_cluster_tls": lambda: self._port_ready("spark_cluster_tls")}
         started = []
         for name in only:
             if self._alive(name):
                 log(f"{name}: already running")
                 continue
-            port = self.ports()[name]
-            if _port_open(port):
+            port = self.ports().get(name)
+            if port is not None and _port_open(port):
                 raise RuntimeError(
                     f"{name}: port {port} is taken by a process this stack did not start; "
                     f"stop it or set BRIDGE_{name.upper()}_PORT"
                 )
             self._record(name, starters[name]())
             started.append(name)
+            if name.startswith("spark_"):  # each needs the one before it: master, workers, server, front
+                self._wait(name, checks[name])
         for name in started:
             self._wait(name, checks[name])
-            log(f"{name}: ready on 127.0.0.1:{self.ports()[name]}")
+            log(f"{name}: ready" + (f" on 127.0.0.1:{self.ports()[name]}" if name in self.ports() else ""))
 
-    def down(self, log: Callable[[str], None] = print, only: tuple[str, ...] = SERVICES) -> None:
+    def down(self, log: Callable[[str], None] = print,
+             only: tuple[str, ...] = tuple(reversed(CLUSTER_SERVICES)) + SERVICES) -> None:
         for name in only:
             pid = self._alive(name)
             if pid is None:
@@ -235,30 +277,46 @@ class LocalStack:
         return self._spawn("pubsublite", [sys.executable, "-m", "bridgectl.lite_server",
                                           "--port", str(self.ports()["pubsublite"]), "--data", str(data_dir)])
 
-    def _start_spark(self) -> subprocess.Popen:
-        """Spark Connect, launched as start-connect-server.sh does (that script is not in the pyspark wheel)."""
-        import pyspark
-
-        from connectors.spark_session import ENGINE_CONF
-
-        fetch.require_tool("java", "OpenJDK 17, to run Spark")
-        spark_home = Path(pyspark.__file__).parent
-        confs = {**ENGINE_CONF, "spark.connect.grpc.binding.address": "127.0.0.1",
-                 "spark.connect.grpc.binding.port": str(self.ports()["spark"])}
-        java_options = f"-Dlog4j2.configurationFile={log4j2_config()}"
-        command = [str(spark_home / "bin" / "spark-submit"),
-                   "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-                   "--name", "kafka-pubsub-bridge-engine", "--master", os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"),
-                   "--driver-memory", os.environ.get("BRIDGE_SPARK_DRIVER_MEMORY", "2g"),
-                   "--driver-java-options", java_options, "--conf", f"spark.executor.extraJavaOptions={java_options}",
-                   "--jars", ",".join(fetch.spark_kafka_jars())]
-        for key, value in confs.items():
-            command += ["--conf", f"{key}={value}"]
-        # Its Python workers run the connectors: this interpreter has them installed, and they need
-        # the stack's environment (endpoints, the Lite certificate) like any run.
-        env = {**self.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_HOME": str(spark_home)}
+    def _spark_env(self) -> dict[str, str]:
+        # Python workers run the connectors: this interpreter has them installed, and they need the
+        # stack's environment (endpoints, the Lite certificate) like any run.
+        env = {**self.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_HOME": str(spark_servers.spark_home())}
         env.pop("BRIDGE_SPARK_REMOTE")
-        return self._spawn("spark", command, env)
+        return env
+
+    def _start_spark(self) -> subprocess.Popen:
+        command = spark_servers.connect_server_command(
+            self.ports()["spark"], os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"), {})
+        return self._spawn("spark", command, self._spark_env())
+
+    def _start_spark_master(self) -> subprocess.Popen:
+        ports = self.ports()
+        return self._spawn("spark_master", spark_servers.master_command(ports["spark_master"],
+                                                                        ports["spark_master_ui"]), self._spark_env())
+
+    def _start_spark_worker(self, number: int) -> subprocess.Popen:
+        work_dir = self.home / "spark-cluster" / f"worker-{number}"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        return self._spawn(f"spark_worker_{number}",
+                           spark_servers.worker_command(self.master_url(), _free_port(), work_dir), self._spark_env())
+
+    def _start_spark_cluster(self) -> subprocess.Popen:
+        command = spark_servers.connect_server_command(self.ports()["spark_cluster"], self.master_url(),
+                                                       spark_servers.cluster_app_conf())
+        # The token by environment, never on a command line that `ps` shows.
+        return self._spawn("spark_cluster", command,
+                           {**self._spark_env(), "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.cluster_token()})
+
+    def _start_spark_cluster_tls(self) -> subprocess.Popen:
+        from bridgectl.lite_server.tls import ensure_certificate
+
+        # The stack's one local certificate (localhost, 127.0.0.1), already trusted through
+        # GRPC_DEFAULT_SSL_ROOTS_FILE_PATH.
+        cert, key = ensure_certificate(self.lite_certificate().parent)
+        ports = self.ports()
+        return self._spawn("spark_cluster_tls", [
+            sys.executable, "-m", "bridgectl.tls_proxy", "--cert", str(cert), "--key", str(key),
+            "--listen", f"127.0.0.1:{ports['spark_cluster_tls']}", "--upstream", f"127.0.0.1:{ports['spark_cluster']}"])
 
     def _start_s3(self) -> subprocess.Popen:
         return self._spawn(
@@ -299,6 +357,16 @@ class LocalStack:
 
     def _spark_ready(self) -> bool:
         return _port_open(self.ports()["spark"])
+
+    def _port_ready(self, name: str) -> bool:
+        return _port_open(self.ports()[name])
+
+    def _workers_alive(self) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports()['spark_master_ui']}/json/", timeout=2) as r:
+                return sum(1 for w in json.load(r).get("workers", []) if w.get("state") == "ALIVE")
+        except OSError:
+            return 0
 
     def _s3_ready(self) -> bool:
         try:

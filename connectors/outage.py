@@ -56,3 +56,22 @@ def kafka_outages_named(bootstrap_servers: str, doing: str, ranges: list[Partiti
         if named is None:
             raise
         raise named from None
+
+
+@contextlib.contextmanager
+def spark_connect_outages_named(address: str) -> Iterator[None]:
+    """A Spark Connect server that does not answer, or refuses the token, as `Unreachable`.
+    `address` must be the URL without its token (spark_session.without_secrets)."""
+    from pyspark.errors.exceptions.base import RetriesExceeded
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    try:
+        yield
+    except RetriesExceeded:
+        raise Unreachable(f"Spark Connect at {address} did not answer (retried for about 17 s); "
+                          "the run recorded nothing") from None
+    except SparkConnectGrpcException as exc:
+        if "UNAUTHENTICATED" not in str(exc):
+            raise
+        raise Unreachable(f"Spark Connect at {address} refused the run's token (the Spark resource's remote_token, "
+                          "BRIDGE_SPARK_REMOTE_TOKEN); the run recorded nothing") from None

@@ -37,7 +37,7 @@ def get_spark_session(
 ) -> SparkSession:
     if remote:
         # The server has the jars and static settings; a client only names it.
-        return SparkSession.builder.remote(remote).getOrCreate()
+        return with_bounded_retries(SparkSession.builder.remote(remote).getOrCreate())
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -76,7 +76,7 @@ def shared_connect_session(remote: str, store: SessionIdStore) -> SparkSession:
     """
     session_id = store.get()
     if session_id:
-        spark = SparkSession.builder.remote(_with_session_id(remote, session_id)).create()
+        spark = with_bounded_retries(SparkSession.builder.remote(_with_session_id(remote, session_id)).create())
         try:
             spark.version  # one round trip: a closed session fails here, not in the middle of a batch
             return spark
@@ -88,7 +88,20 @@ def shared_connect_session(remote: str, store: SessionIdStore) -> SparkSession:
             spark.stop()
     session_id = str(uuid.uuid4())
     store.set(session_id)
-    return SparkSession.builder.remote(_with_session_id(remote, session_id)).create()
+    return with_bounded_retries(SparkSession.builder.remote(_with_session_id(remote, session_id)).create())
+
+
+# Retries of a call the server did not answer: 50 ms x4 each time, 5 times, about 17 s in all. The
+# client's default keeps trying for at least 10 minutes, a silent hang when the engine is down; 17 s
+# still rides over a Spark Connect server restart.
+CONNECT_RETRIES = 5
+
+
+def with_bounded_retries(spark: SparkSession) -> SparkSession:
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=CONNECT_RETRIES)])
+    return spark
 
 
 def connect_url_of(remote: str, spark: SparkSession) -> str:
@@ -96,11 +109,29 @@ def connect_url_of(remote: str, spark: SparkSession) -> str:
     return _with_session_id(remote, spark.session_id)
 
 
+def with_token(remote: str, token: str | None) -> str:
+    """sc://... with `;token=` added (the client then dials TLS and sends it as a bearer token)."""
+    if not token:
+        return remote
+    if any(part.startswith("token=") for part in remote.split(";")):
+        raise ValueError("the Spark Connect URL names a token and remote_token is set too; keep one")
+    return _with_param(remote, f"token={token}")
+
+
+def without_secrets(remote: str) -> str:
+    """The URL with any `;token=` removed: what may be logged or used as a storage key."""
+    return ";".join(part for part in remote.split(";") if not part.startswith("token="))
+
+
+def _with_param(remote: str, param: str) -> str:
+    return f"{remote};{param}" if "/;" in remote else f"{remote.rstrip('/')}/;{param}"
+
+
 def _with_session_id(remote: str, session_id: str) -> str:
     """sc://host:port[/;key=value...] with session_id added, unless the URL names one itself."""
     if ";session_id=" in remote:
         return remote
-    return f"{remote};session_id={session_id}" if "/;" in remote else f"{remote.rstrip('/')}/;session_id={session_id}"
+    return _with_param(remote, f"session_id={session_id}")
 
 
 def start_python_workers(spark: SparkSession) -> None:

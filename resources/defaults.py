@@ -40,7 +40,8 @@ def default_resources() -> dict[str, Any]:
         credentials_json=_optional_env("GCP_CREDENTIALS_JSON"),
     )
     spark = SparkResource(master=os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"),
-                          remote=os.environ.get("BRIDGE_SPARK_REMOTE") or None)
+                          remote=os.environ.get("BRIDGE_SPARK_REMOTE") or None,
+                          remote_token=_optional_env("BRIDGE_SPARK_REMOTE_TOKEN"))
     return {
         "bridge_lease": BridgeLeaseResource(
             stale_after_seconds=float(os.environ.get("BRIDGE_LEASE_STALE_AFTER_SECONDS", "30"))),

@@ -31,7 +31,10 @@ class SparkResource(ConfigurableResource):
     session on `master` started by the run."""
 
     master: str = Field("local[*]", description="Spark master URL for a classic session (BRIDGE_SPARK_MASTER)")
-    remote: str | None = Field(None, description="Spark Connect URL, sc://host:port (BRIDGE_SPARK_REMOTE)")
+    remote: str | None = Field(None, description="Spark Connect URL, sc://host:port[/;use_ssl=true] "
+                                                 "(BRIDGE_SPARK_REMOTE)")
+    remote_token: str | None = Field(None, description="bearer token of the Spark Connect server; set it with "
+                                                       "EnvVar (BRIDGE_SPARK_REMOTE_TOKEN), it is a secret")
     _instance: DagsterInstance | None = PrivateAttr(None)
     _run_id: str | None = PrivateAttr(None)
 
@@ -39,13 +42,20 @@ class SparkResource(ConfigurableResource):
         self._instance = context.instance
         self._run_id = context.run_id
 
+    def _remote_url(self) -> str | None:
+        """The URL a client dials: `remote` with the token added. It is a secret; never log or store it."""
+        from connectors.spark_session import with_token
+
+        return with_token(self.remote, self.remote_token) if self.remote else None
+
     def session(self) -> "SparkSession":
-        from connectors.spark_session import get_spark_session, shared_connect_session
+        from connectors.spark_session import get_spark_session, shared_connect_session, without_secrets
 
         if self.remote and self._instance is not None:
-            return shared_connect_session(self.remote, _InstanceSessionIdStore(self._instance, self.remote))
+            store = _InstanceSessionIdStore(self._instance, without_secrets(self.remote))
+            return shared_connect_session(self._remote_url(), store)
         if self.remote:  # outside a Dagster run (bench, tests): a session of this process's own
-            return get_spark_session([], remote=self.remote)
+            return get_spark_session([], remote=self._remote_url())
         return get_spark_session(fetch.spark_kafka_jars(), master=self.master, log4j2_config=str(log4j2_config()))
 
     @contextlib.contextmanager
@@ -57,25 +67,28 @@ class SparkResource(ConfigurableResource):
         terminated from the UI raises one -- interrupts its own operations; a run process that dies is
         covered by a watchdog process (Spark Connect only: a classic session's jobs die with its driver).
         """
-        from connectors.spark_session import connect_url_of
+        from connectors.outage import spark_connect_outages_named
+        from connectors.spark_session import connect_url_of, without_secrets
         from connectors.spark_watchdog import InterruptWatchdog
 
-        spark = self.session()
-        bridge_tag, run_tag = f"bridge-{bridge}", f"dagster-run-{self._run_id or 'none'}"
-        leftovers = spark.interruptTag(bridge_tag)
-        if leftovers:
-            get_dagster_logger().warning(f"Interrupted {len(leftovers)} Spark operations of bridge {bridge} left "
-                                         "running by an earlier run")
-        spark.addTag(bridge_tag)
-        spark.addTag(run_tag)
-        watchdog = InterruptWatchdog(connect_url_of(self.remote, spark), run_tag) if self.remote else None
-        try:
-            yield spark
-        except BaseException:
-            with contextlib.suppress(Exception):
-                spark.interruptTag(run_tag)
-            raise
-        finally:
-            spark.clearTags()
-            if watchdog is not None:
-                watchdog.disarm()
+        # A classic session has no server to lose; only Spark Connect errors are named here.
+        with spark_connect_outages_named(without_secrets(self.remote or self.master)):
+            spark = self.session()
+            bridge_tag, run_tag = f"bridge-{bridge}", f"dagster-run-{self._run_id or 'none'}"
+            leftovers = spark.interruptTag(bridge_tag)
+            if leftovers:
+                get_dagster_logger().warning(f"Interrupted {len(leftovers)} Spark operations of bridge {bridge} left "
+                                             "running by an earlier run")
+            spark.addTag(bridge_tag)
+            spark.addTag(run_tag)
+            watchdog = InterruptWatchdog(connect_url_of(self._remote_url(), spark), run_tag) if self.remote else None
+            try:
+                yield spark
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    spark.interruptTag(run_tag)
+                raise
+            finally:
+                spark.clearTags()
+                if watchdog is not None:
+                    watchdog.disarm()

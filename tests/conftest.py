@@ -47,6 +47,16 @@ def spark_remote(stack) -> str:
 
 
 @pytest.fixture(scope="session")
+def spark_cluster(stack) -> dict[str, str]:
+    """A Spark standalone cluster (master, two workers) and a Spark Connect server on it behind TLS and
+    a token, started on first use; the environment of runs on it, as `bridgectl local env --cluster`."""
+    from bridgectl.local_stack import CLUSTER_SERVICES
+
+    stack.up(log=lambda line: None, only=CLUSTER_SERVICES)
+    return stack.cluster_env()
+
+
+@pytest.fixture(scope="session")
 def spark(stack):
     from resources.spark import SparkResource
 

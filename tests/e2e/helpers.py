@@ -94,15 +94,13 @@ def materialize_bridge(defs, name: str, instance=None) -> dict:
 
 
 def cli_run(tmp_path: Path, bridges_file: str, name: str,
-            spark_remote: str | None = None) -> tuple[list[str], dict[str, str]]:
+            engine: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The documented command line, `dagster asset materialize -m bridge_assets --select <name>`,
-    with its environment: this bridges file and a Dagster instance of its own; with `spark_remote`,
-    on the warm Spark Connect engine."""
+    with its environment: this bridges file and a Dagster instance of its own; `engine` is the
+    environment that picks the Spark engine (none: a classic local session in the run)."""
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir(exist_ok=True)
-    env = {**os.environ, "BRIDGES_FILE": bridges_file, "DAGSTER_HOME": str(dagster_home)}
-    if spark_remote:
-        env["BRIDGE_SPARK_REMOTE"] = spark_remote
+    env = {**os.environ, "BRIDGES_FILE": bridges_file, "DAGSTER_HOME": str(dagster_home), **(engine or {})}
     command = [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
                "-m", "bridge_assets", "--select", name]
     return command, env

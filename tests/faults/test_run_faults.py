@@ -75,7 +75,7 @@ class Subscription:
 
 def test_two_runs_of_one_bridge_at_once_move_each_record_once(stack, spark_remote, tmp_path, unique, fault_report):
     name, subscription, produced, bridges = _bridge(tmp_path, unique, 20_000, SLOW)
-    command, env = cli_run(tmp_path, bridges, name, spark_remote)
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         _wait_for(lambda: _lease_holders(instance, name), what="the first run to take the lease")
@@ -114,7 +114,7 @@ def test_a_killed_run_stops_moving_data_and_the_next_run_fences_it(
     run marks the dead run failed at once (its process is gone) and moves everything not recorded."""
     # Without its watchdog the orphan runs until the next run starts: a batch long enough to outlast that.
     name, subscription, produced, bridges = _bridge(tmp_path, unique, 30_000, SLOW)
-    command, env = cli_run(tmp_path, bridges, name, spark_remote)
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     arrived = Subscription(subscription)
     watchdogs_before = set(_watchdogs())
 

@@ -1,10 +1,18 @@
-"""Every connector on the warm engine: runs in their own processes (as Dagster runs are) against the
-stack's Spark Connect server, moving exactly what is there, twice in a row."""
+"""Every connector on each engine a deployment runs: runs in their own processes (as Dagster runs are)
+moving exactly what is there, twice in a row.
+
+Engines: "warm", the stack's Spark Connect server; "cluster", a classic session whose executors are
+processes of a Spark standalone cluster's workers (BRIDGE_SPARK_MASTER=spark://...); "cluster-connect",
+a Spark Connect server on that cluster reached through TLS with a bearer token, as a remote one is.
+On the cluster every connector's code runs in executors' Python workers, separate from the run.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import urllib.request
 
 import boto3
 import pytest
@@ -21,28 +29,53 @@ from tests.e2e.test_pubsublite_source_e2e import read_kafka
 pytestmark = pytest.mark.e2e
 
 
-def run(tmp_path, bridges_file: str, name: str, spark_remote: str) -> str:
-    command, env = cli_run(tmp_path, bridges_file, name, spark_remote)
+def run(tmp_path, bridges_file: str, name: str, engine: dict[str, str]) -> str:
+    command, env = cli_run(tmp_path, bridges_file, name, engine)
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stderr
 
 
-def test_cloud_pubsub_sink(stack, spark_remote, tmp_path, unique):
+def _cluster_applications(stack) -> dict[str, list[dict]]:
+    """The standalone master's view: its running and finished applications."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.ports()['spark_master_ui']}/json/", timeout=5) as r:
+        state = json.load(r)
+    return {"running": state["activeapps"], "finished": state["completedapps"]}
+
+
+@pytest.fixture(params=["warm", "cluster", "cluster-connect"])
+def engine(request, stack, spark_remote):
+    """The environment that sends a run to one engine; on the cluster, the master must have run it."""
+    if request.param == "warm":
+        yield {"BRIDGE_SPARK_REMOTE": spark_remote}
+        return
+    cluster = request.getfixturevalue("spark_cluster")
+    before = _cluster_applications(stack)
+    if request.param == "cluster":
+        yield {"BRIDGE_SPARK_MASTER": cluster["BRIDGE_SPARK_CLUSTER_MASTER"]}
+        # Each run was an application of its own, with executors on both workers.
+        finished = _cluster_applications(stack)["finished"][len(before["finished"]):]
+        assert finished and all(app["name"] == "kafka-pubsub-bridge" for app in finished)
+    else:
+        yield {name: cluster[name] for name in ("BRIDGE_SPARK_REMOTE", "BRIDGE_SPARK_REMOTE_TOKEN")}
+        assert [app["name"] for app in _cluster_applications(stack)["running"]] == ["kafka-pubsub-bridge-engine"]
+
+
+def test_cloud_pubsub_sink(stack, engine, tmp_path, unique):
     topic, name = f"warm-sink-{unique}", f"warm_sink_{unique}"
     kafka_admin().create_topic(topic, partitions=2)
     subscription = create_pubsub_topic(topic)
     bridges = sink_bridges_file(tmp_path, name, topic)
     produce(topic, [(f"k{i}", f"a-{i}") for i in range(200)])
-    log = run(tmp_path, bridges, name, spark_remote)
+    log = run(tmp_path, bridges, name, engine)
     assert "200 records read, 200 published" in log
     assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"a-{i}" for i in range(200))
     produce(topic, [(None, f"b-{i}") for i in range(50)])
-    run(tmp_path, bridges, name, spark_remote)
+    run(tmp_path, bridges, name, engine)
     assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"b-{i}" for i in range(50))
 
 
-def test_cloud_pubsub_source(stack, spark_remote, tmp_path, unique):
+def test_cloud_pubsub_source(stack, engine, tmp_path, unique):
     name, kafka_topic = f"warm_source_{unique}", f"warm-source-{unique}"
     kafka_admin().create_topic(kafka_topic, partitions=2)
     publisher = pubsub_v1.PublisherClient()
@@ -54,11 +87,11 @@ def test_cloud_pubsub_source(stack, spark_remote, tmp_path, unique):
         "config": {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
                    "kafka.topic": kafka_topic}}]}))
     [f.result() for f in [publisher.publish(topic_path, f"m{i}".encode()) for i in range(100)]]
-    run(tmp_path, str(path), name, spark_remote)
+    run(tmp_path, str(path), name, engine)
     assert sorted(r.value().decode() for r in read_kafka(kafka_topic)) == sorted(f"m{i}" for i in range(100))
 
 
-def test_s3_archive(stack, spark_remote, tmp_path, unique):
+def test_s3_archive(stack, engine, tmp_path, unique):
     topic, name, bucket = f"warm-arch-{unique}", f"warm_arch_{unique}", f"warm-arch-{unique}"
     kafka_admin().create_topic(topic, partitions=1)
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
@@ -68,12 +101,12 @@ def test_s3_archive(stack, spark_remote, tmp_path, unique):
         "topics": topic, "s3.bucket": bucket, "s3.prefix": "w", "s3.path_style": True,
         "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}]}))
     produce(topic, [(None, f"line-{i}") for i in range(100)])
-    run(tmp_path, str(path), name, spark_remote)
+    run(tmp_path, str(path), name, engine)
     records = list(read_from_offset(s3, bucket, "w", topic, 0, 0))
     assert [(offset, line.decode()) for offset, line in records] == [(i, f"line-{i}") for i in range(100)]
 
 
-def test_pubsublite_sink_and_source(stack, spark_remote, tmp_path, unique):
+def test_pubsublite_sink_and_source(stack, engine, tmp_path, unique):
     topic, sink_name, source_name = f"warm-lite-{unique}", f"warm_lite_sink_{unique}", f"warm_lite_src_{unique}"
     back = f"{topic}-back"
     kafka_admin().create_topic(topic, partitions=2)
@@ -81,10 +114,10 @@ def test_pubsublite_sink_and_source(stack, spark_remote, tmp_path, unique):
     lite_topic, subscription = create_lite_topic(topic, partitions=2)
     produce(topic, [(f"k{i % 3}", f"v-{i}") for i in range(150)])
     run(tmp_path, lite_bridges_file(tmp_path, sink_name, "PubSubLiteSinkConnector",
-                                    {"topics": topic, "pubsublite.topic": topic}), sink_name, spark_remote)
+                                    {"topics": topic, "pubsublite.topic": topic}), sink_name, engine)
     run(tmp_path, lite_bridges_file(tmp_path, source_name, "PubSubLiteSourceConnector",
                                     {"pubsublite.subscription": subscription.name, "kafka.topic": back}),
-        source_name, spark_remote)
+        source_name, engine)
     assert sorted(r.value().decode() for r in read_kafka(back)) == sorted(f"v-{i}" for i in range(150))
     cursors = lite_connection().cursor_service(subscription.location.region).list_partition_cursors(
         request={"parent": str(subscription)})
@@ -116,11 +149,11 @@ def test_runs_share_one_engine_session(stack, spark_remote, tmp_path, unique):
             return instance.run_storage.get_cursor_values({key})[key]
 
     produce(topic, [(None, "first")])
-    run(tmp_path, bridges, name, spark_remote)
+    run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     first_id, daemons = stored_session_id(), _python_worker_daemons()
     for text in ("second", "third"):
         produce(topic, [(None, text)])
-        run(tmp_path, bridges, name, spark_remote)
+        run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     assert stored_session_id() == first_id
     assert _python_worker_daemons() == daemons
 
@@ -130,6 +163,28 @@ def test_runs_share_one_engine_session(stack, spark_remote, tmp_path, unique):
         # A Spark Connect client marks its whole process as Connect mode; later tests here use a classic session.
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     produce(topic, [(None, "fourth")])
-    run(tmp_path, bridges, name, spark_remote)
+    run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     assert stored_session_id() != first_id
     assert sorted(m.data.decode() for m in drain(subscription)) == ["first", "fourth", "second", "third"]
+
+
+def test_the_remote_engine_needs_its_token_and_never_shows_it(stack, spark_cluster, tmp_path, unique):
+    topic, name = f"token-{unique}", f"token_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    bridges = sink_bridges_file(tmp_path, name, topic)
+    produce(topic, [(None, "r1")])
+    remote, token = spark_cluster["BRIDGE_SPARK_REMOTE"], spark_cluster["BRIDGE_SPARK_REMOTE_TOKEN"]
+
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": remote,
+                                                     "BRIDGE_SPARK_REMOTE_TOKEN": "not-the-token"})
+    refused = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert f"Spark Connect at {remote} refused the run's token" in refused.stderr
+    assert "not-the-token" not in refused.stderr
+
+    log = run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": remote, "BRIDGE_SPARK_REMOTE_TOKEN": token})
+    assert [m.data.decode() for m in drain(subscription)] == ["r1"]
+    assert token not in log
+    stored = b"".join(path.read_bytes() for path in (tmp_path / "dagster_home").rglob("*") if path.is_file())
+    assert token.encode() not in stored
