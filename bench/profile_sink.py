@@ -38,7 +38,7 @@ def cloud_sink_task(name: str):
     pubsub_topic(name, subscribe=False)
     config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "bench", "cps.topic": name,
                                                    "maxBufferSize": 1000, "maxDelayThresholdMs": 20})
-    task = SinkTask("profile", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]), {})
+    task = SinkTask("profile", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]), {}, 30)
     return functools.partial(publish_arrow_batches, task)
 
 

@@ -75,3 +75,52 @@ def spark_connect_outages_named(address: str) -> Iterator[None]:
             raise
         raise Unreachable(f"Spark Connect at {address} refused the run's token (the Spark resource's remote_token, "
                           "BRIDGE_SPARK_REMOTE_TOKEN); the run recorded nothing") from None
+
+
+@contextlib.contextmanager
+def outages_named(system: str, address: str, doing: str, unanswered: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """An error of `unanswered` types (the system is down or silent) raised inside, as `Unreachable`."""
+    try:
+        yield
+    except unanswered as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise Unreachable(f"{system} at {address} did not answer while {doing}: {reason}; "
+                          "the run recorded nothing") from None
+
+
+def google_unanswered() -> tuple[type[BaseException], ...]:
+    """What google-api-core clients (Pub/Sub, Lite admin) raise when the service is down or silent."""
+    from google.api_core import exceptions
+
+    return exceptions.ServiceUnavailable, exceptions.DeadlineExceeded, exceptions.RetryError
+
+
+def s3_unanswered() -> tuple[type[BaseException], ...]:
+    """What botocore raises when S3 is down or silent (after its own retries)."""
+    from botocore import exceptions
+
+    return (exceptions.EndpointConnectionError, exceptions.ConnectTimeoutError, exceptions.ReadTimeoutError,
+            exceptions.ConnectionClosedError)
+
+
+def lite_outages_named(connection, location, doing: str):
+    return outages_named("Pub/Sub Lite", connection.address_of(location), doing, google_unanswered())
+
+
+# A task that raised Unreachable reaches the driver inside Spark's error text (a Python traceback
+# wrapped by the JVM); its line is taken from there.
+_TASK_UNREACHABLE = re.compile(r"connectors\.outage\.Unreachable: ([^\n]+)")
+
+
+@contextlib.contextmanager
+def task_outages_named() -> Iterator[None]:
+    """A Spark job that failed because a task raised Unreachable, as that task's one line."""
+    try:
+        yield
+    except Unreachable:
+        raise
+    except Exception as exc:
+        match = _TASK_UNREACHABLE.search(str(exc))
+        if match is None:
+            raise
+        raise Unreachable(match.group(1).strip()) from None

@@ -24,6 +24,11 @@ class PubSubConnection:
     def __repr__(self) -> str:  # never print credentials
         return f"PubSubConnection(endpoint={self.endpoint!r}, emulator_host={self.emulator_host!r})"
 
+    @property
+    def address(self) -> str:
+        """Where requests go, for error lines."""
+        return self.emulator_host or self.endpoint
+
     def _credentials(self):
         if self.emulator_host:
             return None

@@ -35,6 +35,8 @@ TRANSIENT = frozenset({
 })
 # Pub/Sub rejects the whole request for one bad message with these: each message gets its own try.
 REJECTED = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION})
+# What a server that is down or silent gives: retried only up to the outage timeout.
+UNANSWERED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 REQUEST_OVERHEAD_BYTES = 5  # the tag and length prefix of one message inside a PublishRequest
 
 
@@ -49,14 +51,19 @@ class PublishSettings:
     max_outstanding_bytes: int
     max_in_flight_requests: int = 8
     compression_threshold: int | None = None  # gzip requests of at least this many bytes
+    # A Pub/Sub that does not answer (UNAVAILABLE, DEADLINE_EXCEEDED) is retried this long at most, when
+    # it is shorter than total_timeout_s: the bridge's outage timeout.
+    unanswered_timeout_s: float | None = None
 
 
 class PublishFailed(RuntimeError):
-    """A request failed for good (not transient, or past the total timeout)."""
+    """A request failed for good (not transient, or past the total timeout). `unanswered`: Pub/Sub did not
+    answer it for as long as the settings allow."""
 
-    def __init__(self, message: str, origins: list):
+    def __init__(self, message: str, origins: list, unanswered: bool = False):
         super().__init__(message)
         self.origins = origins
+        self.unanswered = unanswered
 
 
 class PublishRejected(RuntimeError):
@@ -222,10 +229,14 @@ class RequestPublisher:
         code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
         detail = error.details() if isinstance(error, grpc.Call) else str(error)
         elapsed = time.monotonic() - request.first_sent
-        if code in TRANSIENT and elapsed < self._settings.total_timeout_s:
+        budget = self._settings.total_timeout_s
+        unanswered = code in UNANSWERED and self._settings.unanswered_timeout_s is not None
+        if unanswered:
+            budget = min(budget, self._settings.unanswered_timeout_s)
+        if code in TRANSIENT and elapsed < budget:
             if request.backoff is None:
                 request.backoff = exponential_sleep_generator(0.1, 60.0, 1.3)
-            delay = min(next(request.backoff), max(self._settings.total_timeout_s - elapsed, 0.0))
+            delay = min(next(request.backoff), max(budget - elapsed, 0.0))
             heapq.heappush(self._retries, (time.monotonic() + delay, next(self._seq), request))
             return
         if code in REJECTED and request.alone:
@@ -249,7 +260,8 @@ class RequestPublisher:
                 self._ready.extend(singles)
             return
         timed_out = " (past maxTotalTimeoutMs)" if code in TRANSIENT else ""
-        raise PublishFailed(f"publish to {self._topic} failed{timed_out}: {code.name}: {detail}", request.origins)
+        raise PublishFailed(f"publish to {self._topic} failed{timed_out}: {code.name}: {detail}", request.origins,
+                            unanswered=unanswered)
 
     def _settle(self, request: _Request) -> None:
         self._outstanding_messages -= len(request.messages)

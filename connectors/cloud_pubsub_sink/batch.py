@@ -27,6 +27,7 @@ def run_sink_batch(
     batch: BatchSettings,
     consumer_group: str,
 ) -> SinkBatchResult:
-    task = SinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config))
+    task = SinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config),
+                    batch.outage_timeout_seconds)
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
                                 functools.partial(publish_arrow_batches, task))

@@ -21,6 +21,7 @@ from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
+from connectors.outage import Unreachable
 
 # Sealed but unacknowledged, per task, when no flow-control key is set: bounds executor memory
 # whatever the batch size (the Arrow batches of unacknowledged messages stay referenced).
@@ -35,9 +36,10 @@ class SinkTask:
     config: CloudPubSubSinkConfig
     connection: PubSubConnection
     kafka_client_config: dict[str, str]
+    outage_timeout_s: float
 
 
-def publish_settings(cfg: CloudPubSubSinkConfig) -> PublishSettings:
+def publish_settings(cfg: CloudPubSubSinkConfig, outage_timeout_s: float | None = None) -> PublishSettings:
     return PublishSettings(
         max_messages=cfg.max_buffer_size,
         max_bytes=cfg.max_buffer_bytes,
@@ -50,6 +52,7 @@ def publish_settings(cfg: CloudPubSubSinkConfig) -> PublishSettings:
                                   DEFAULT_MAX_OUTSTANDING_BYTES),
         max_in_flight_requests=MAX_IN_FLIGHT_REQUESTS,
         compression_threshold=cfg.compression_bytes_threshold if cfg.enable_compression else None,
+        unanswered_timeout_s=outage_timeout_s,
     )
 
 
@@ -69,7 +72,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
 
     channel = task.connection.publish_channel()
     topic_path = f"projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
-    publisher = RequestPublisher(channel, topic_path, publish_settings(cfg), acked, rejected)
+    publisher = RequestPublisher(channel, topic_path, publish_settings(cfg, task.outage_timeout_s), acked, rejected)
     try:
         for batch in batches:
             slot = TalliedBatch(batch, tally)
@@ -89,6 +92,10 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
         tally.flush_dead_letters()
     except PublishFailed as exc:
         slot, row = exc.origins[0]
+        if exc.unanswered:
+            raise Unreachable(f"Pub/Sub at {task.connection.address} did not answer for {task.outage_timeout_s:.0f} s "
+                              f"while publishing {slot.record(row).where} to {topic_path}; "
+                              "the run recorded nothing") from None
         raise RuntimeError(f"{slot.record(row).where}: {exc}") from exc
     finally:
         channel.close()

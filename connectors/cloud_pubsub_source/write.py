@@ -16,6 +16,7 @@ from connectors.arrow_rows import rows_batch
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter, MessageError, PubSubMessageIn
+from connectors.outage import google_unanswered, outages_named
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class SourceTask:
     connection: PubSubConnection
     kafka_client_config: dict[str, str]
     quota: int  # messages one task pulls at most
+    outage_timeout_s: float = 30
 
 
 def ack_id_chunks(ack_ids: list[str], limit: int = MAX_ACK_REQUEST_BYTES) -> Iterator[list[str]]:
@@ -81,12 +83,13 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
     })
     delivery = _Delivery(cfg, producer)
     try:
-        for slot in slots:
-            converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot)
-            if cfg.streaming_pull_enabled:
-                _streaming_pull(task, subscriber, path, converter, delivery)
-            else:
-                _unary_pull(task, subscriber, path, converter, delivery)
+        with outages_named("Pub/Sub", task.connection.address, f"pulling from {path}", google_unanswered()):
+            for slot in slots:
+                converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot)
+                if cfg.streaming_pull_enabled:
+                    _streaming_pull(task, subscriber, path, converter, delivery)
+                else:
+                    _unary_pull(task, subscriber, path, converter, delivery)
     finally:
         producer.flush(30)
         subscriber.close()
@@ -96,13 +99,22 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
     yield rows_batch(rows, SUMMARY_SCHEMA)
 
 
+def _pull_retry(outage_timeout_s: float):
+    """The client's retry of a pull (transient codes, exponential), bounded by the outage timeout, not 60 s."""
+    from google.api_core import exceptions, retry
+
+    return retry.Retry(predicate=retry.if_exception_type(
+        exceptions.Aborted, exceptions.InternalServerError, exceptions.ResourceExhausted,
+        exceptions.ServiceUnavailable, exceptions.Unknown), timeout=outage_timeout_s)
+
+
 def _unary_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery") -> None:
     """Pull with cps.maxBatchSize until the subscription has nothing more or the quota is reached."""
     cfg = task.config
     while delivery.totals["pulled"] < task.quota:
         response = subscriber.pull(
             subscription=path, max_messages=min(cfg.cps_max_batch_size, task.quota - delivery.totals["pulled"]),
-            timeout=PULL_TIMEOUT_S,
+            timeout=PULL_TIMEOUT_S, retry=_pull_retry(task.outage_timeout_s),
         )
         if not response.received_messages:
             return  # nothing more for now: this micro-batch is done

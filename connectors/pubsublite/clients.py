@@ -46,6 +46,12 @@ class LiteConnection:
     def __repr__(self) -> str:  # never print credentials
         return f"LiteConnection(api_endpoint={self.api_endpoint!r})"
 
+    def address_of(self, location) -> str:
+        """Where requests for `location` go, for error lines."""
+        from google.cloud.pubsublite.internal.endpoints import regional_endpoint
+
+        return self.api_endpoint or regional_endpoint(region_of(location))
+
     @property
     def is_local(self) -> bool:
         return bool(self.api_endpoint) and self.api_endpoint.rsplit(":", 1)[0] in LOOPBACK_HOSTS

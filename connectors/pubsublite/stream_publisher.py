@@ -31,6 +31,10 @@ RETRYABLE = {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED, grpc.St
              grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED}
 
 
+# A service that is down or silent: after retry_timeout_s, the bridge's outage line.
+UNANSWERED = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
 @dataclass(frozen=True)
 class LitePublishSettings:
     max_messages: int = 1000  # per request, as the library's default batching
@@ -40,7 +44,11 @@ class LitePublishSettings:
 
 
 class LitePublishFailed(Exception):
-    pass
+    """`unanswered`: the service was down or silent (UNAVAILABLE, DEADLINE_EXCEEDED) past retry_timeout_s."""
+
+    def __init__(self, message: str, unanswered: bool = False):
+        super().__init__(message)
+        self.unanswered = unanswered
 
 
 @dataclass
@@ -178,7 +186,8 @@ class LitePublisher:
                 failing_since = failing_since or time.monotonic()
                 if (error.code() not in RETRYABLE
                         or time.monotonic() - failing_since > self._settings.retry_timeout_s):
-                    self._fail(state, f"{error.code().name}: {error.details()}")
+                    self._fail(state, f"{error.code().name}: {error.details()}",
+                               unanswered=error.code() in UNANSWERED)
                     return
                 await asyncio.sleep(next(delays))
             except LitePublishFailed as error:
@@ -207,6 +216,7 @@ class LitePublisher:
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass  # the stream broke: the reader sees the same error and reconnects
 
-    def _fail(self, state: _Partition, reason: str) -> None:
-        self._failure = LitePublishFailed(f"publishing to {self._topic} partition {state.number} failed: {reason}")
+    def _fail(self, state: _Partition, reason: str, unanswered: bool = False) -> None:
+        self._failure = LitePublishFailed(f"publishing to {self._topic} partition {state.number} failed: {reason}",
+                                          unanswered)
         self._progress.set()

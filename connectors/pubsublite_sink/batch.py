@@ -10,6 +10,7 @@ from connectors.config.bridges_file import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
+from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.write import LiteSinkTask, publish_arrow_batches
@@ -30,11 +31,13 @@ def run_lite_sink_batch(
     consumer_group: str,
 ) -> SinkBatchResult:
     topic = config.topic_path()
-    lite_partitions = connection.admin(region_of(topic.location)).get_topic_partition_count(topic)
+    with lite_outages_named(connection, topic.location, f"reading the partition count of {topic}"):
+        lite_partitions = connection.admin(region_of(topic.location)).get_topic_partition_count(topic)
     if config.pubsublite_ordering_mode == "KAFKA":
         check_kafka_mode_partitions(kafka.partitions(config.topic_list() or None, config.topics_regex),
                                     lite_partitions, str(topic))
-    task = LiteSinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config), lite_partitions)
+    task = LiteSinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config), lite_partitions,
+                        batch.outage_timeout_seconds)
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
                                 functools.partial(publish_arrow_batches, task))
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.pubsublite.clients import LiteConnection
+from connectors.outage import Unreachable
 from connectors.pubsublite.stream_publisher import LitePublisher, LitePublishFailed, LitePublishSettings
 from connectors.pubsublite_sink.columnar import LiteColumnarConverter
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
@@ -33,6 +34,7 @@ class LiteSinkTask:
     connection: LiteConnection
     kafka_client_config: dict[str, str]
     lite_partitions: int  # the Lite topic's partition count, read once by the driver
+    outage_timeout_s: float = 30
 
 
 def kafka_partition_router(lite_partitions: int) -> Callable[[object, int], int]:
@@ -76,7 +78,7 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
 
     topic = cfg.topic_path()
     channel = task.connection.async_publish_channel(topic.location)
-    publisher = LitePublisher(channel, str(topic), LitePublishSettings(), acked)
+    publisher = LitePublisher(channel, str(topic), LitePublishSettings(retry_timeout_s=task.outage_timeout_s), acked)
     try:
         for batch in batches:
             tallied = TalliedBatch(batch, tally)
@@ -91,6 +93,9 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
         # The rest must be acknowledged in time, or the task fails (and records nothing).
         await publisher.close(SHUTDOWN_TIMEOUT_S)
     except LitePublishFailed as exc:
+        if exc.unanswered:
+            raise Unreachable(f"Pub/Sub Lite at {task.connection.address_of(topic.location)} did not answer for "
+                              f"{task.outage_timeout_s:.0f} s: {exc}; the run recorded nothing") from None
         raise RuntimeError(f"publish to Pub/Sub Lite failed: {exc}") from exc
     finally:
         await channel.close()

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from connectors.config.bridges_file import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, share_budget
+from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.pubsublite_source.write import RANGE_SCHEMA, SUMMARY_SCHEMA, LiteSourceTask, read_and_deliver
@@ -74,7 +75,9 @@ def run_lite_source_batch(
     kafka_partitions = kafka.partitions([config.kafka_topic]).get(config.kafka_topic)
     if kafka_partitions is None:
         raise ValueError(f"kafka.topic {config.kafka_topic!r} does not exist")
-    starts, heads = lite_positions(connection, config, recorded)
+    subscription = config.subscription_path()
+    with lite_outages_named(connection, subscription.location, f"reading the cursors of {subscription}"):
+        starts, heads = lite_positions(connection, config, recorded)
     budgets = share_budget({p: max(0, heads[p] - starts[p]) for p in heads}, batch.max_records)
     ranges = [{"lite_partition": p, "start_offset": starts[p], "end_offset": starts[p] + n}
               for p, n in sorted(budgets.items()) if n > 0]
@@ -92,8 +95,8 @@ def run_lite_source_batch(
             if row["lost"]:
                 result.lost_to_retention[partition] = row["lost"]
             # Kafka has every record of this range: now the cursor may move.
-            cursor_service.commit_cursor(request={
-                "subscription": str(config.subscription_path()), "partition": partition,
-                "cursor": {"offset": row["next_cursor"]}})
+            with lite_outages_named(connection, subscription.location, f"committing the cursors of {subscription}"):
+                cursor_service.commit_cursor(request={
+                    "subscription": str(subscription), "partition": partition, "cursor": {"offset": row["next_cursor"]}})
     result.duration_s = time.monotonic() - started
     return result

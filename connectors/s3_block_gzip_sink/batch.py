@@ -13,7 +13,7 @@ from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.spark_read import read_offset_ranges
 from connectors.outage import kafka_outages_named
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
-from connectors.s3_block_gzip_sink.store import Cursor, read_cursor, s3_client, write_cursor
+from connectors.s3_block_gzip_sink.store import Cursor, read_cursor, s3_client, s3_outages_named, write_cursor
 from connectors.s3_block_gzip_sink.write import SUMMARY_SCHEMA, archive_arrow_batches
 
 COUNTERS = ("records", "files", "bytes_uncompressed", "bytes_written")
@@ -35,11 +35,12 @@ def run_archive_batch(
     consumer_group: str,
 ) -> ArchiveBatchResult:
     started = time.monotonic()
-    s3 = s3_client(config)
+    s3 = s3_client(config, batch.outage_timeout_seconds)
     bootstrap = kafka.connection.bootstrap_servers
     with kafka_outages_named(bootstrap, f"listing the partitions of {config.topics or config.topics_regex}"):
         partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
-    cursors = {(t, p): read_cursor(s3, config, t, p) for t, ps in partitions.items() for p in ps}
+    with s3_outages_named(s3, f"reading the archive's cursors in s3://{config.s3_bucket}/{config.key_prefix()}"):
+        cursors = {(t, p): read_cursor(s3, config, t, p) for t, ps in partitions.items() for p in ps}
     resume: Offsets = {}
     for (t, p), cursor in cursors.items():
         if cursor is not None:
@@ -52,7 +53,7 @@ def run_archive_batch(
         frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds)
         frame = frame.selectExpr("topic", "partition", "offset", "value", "unix_millis(timestamp) AS timestamp_ms")
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
-            rows = frame.mapInArrow(functools.partial(archive_arrow_batches, config), SUMMARY_SCHEMA).collect()
+            rows = frame.mapInArrow(functools.partial(archive_arrow_batches, config, batch.outage_timeout_seconds), SUMMARY_SCHEMA).collect()
         for row in rows:
             tp = (row["topic"], row["partition"])
             counts = result.per_partition.setdefault(f"{tp[0]}-{tp[1]}", dict.fromkeys(COUNTERS, 0))
@@ -61,7 +62,8 @@ def run_archive_batch(
                 result.totals[name] += row[name]
             last_index[tp] = row["last_index"] or last_index.get(tp)
     # Every range is archived: cursors move to its end, past gaps at its tail (compaction, markers).
-    for r in plan.ranges:
-        write_cursor(s3, config, r.topic, r.partition, Cursor(last_index.get((r.topic, r.partition)), r.end))
+    with s3_outages_named(s3, f"writing the archive's cursors in s3://{config.s3_bucket}/{config.key_prefix()}"):
+        for r in plan.ranges:
+            write_cursor(s3, config, r.topic, r.partition, Cursor(last_index.get((r.topic, r.partition)), r.end))
     result.duration_s = time.monotonic() - started
     return result

@@ -15,13 +15,23 @@ class Cursor:
     next_offset: int
 
 
-def s3_client(config: S3BlockGzipSinkConfig):
-    """boto3 client; credentials from the default chain, endpoint from s3.endpoint or AWS_ENDPOINT_URL."""
+def s3_client(config: S3BlockGzipSinkConfig, outage_timeout_s: float):
+    """boto3 client; credentials from the default chain, endpoint from s3.endpoint or AWS_ENDPOINT_URL.
+    A silent S3 fails a call after about 3 x `outage_timeout_s` (three attempts), not botocore's 60 s each."""
     import boto3
     from botocore.config import Config
 
     addressing = {"addressing_style": "path"} if config.s3_path_style else {}
-    return boto3.client("s3", endpoint_url=config.s3_endpoint, config=Config(s3=addressing, retries={"mode": "standard"}))
+    return boto3.client("s3", endpoint_url=config.s3_endpoint, config=Config(
+        s3=addressing, retries={"mode": "standard", "max_attempts": 3},
+        connect_timeout=min(outage_timeout_s, 10), read_timeout=outage_timeout_s))
+
+
+def s3_outages_named(s3, doing: str):
+    """S3 down or silent while `doing`, as one line naming its endpoint."""
+    from connectors.outage import outages_named, s3_unanswered
+
+    return outages_named("S3", s3.meta.endpoint_url, doing, s3_unanswered())
 
 
 def read_cursor(s3, config: S3BlockGzipSinkConfig, topic: str, partition: int) -> Cursor | None:

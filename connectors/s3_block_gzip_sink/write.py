@@ -20,7 +20,7 @@ from connectors.s3_block_gzip_sink.block_gzip import BlockGzipWriter
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.layout import data_key, index_document, index_key
 from connectors.s3_block_gzip_sink.lines import LineError, record_line
-from connectors.s3_block_gzip_sink.store import Cursor, s3_client, write_cursor
+from connectors.s3_block_gzip_sink.store import Cursor, s3_client, s3_outages_named, write_cursor
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +37,9 @@ class _OpenFile:
         self.last_offset = first_offset
 
 
-def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    s3 = s3_client(cfg)
+def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float,
+                          batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    s3 = s3_client(cfg, outage_timeout_s)
     converter = cfg.value_converter_instance()
     stats: dict[tuple[str, int], dict[str, int]] = {}
     current: dict[tuple[str, int], _OpenFile] = {}
@@ -48,11 +49,12 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, batches: Iterator[pa.Recor
         chunks = f.writer.close()
         f.handle.close()
         try:
-            if chunks:
-                s3.upload_file(f.path, cfg.s3_bucket, f.key)  # data first ...
-                s3.put_object(Bucket=cfg.s3_bucket, Key=index_key(f.key), Body=index_document(chunks),
-                              ContentType="application/json")  # ... then the index that points into it ...
-            write_cursor(s3, cfg, tp[0], tp[1], Cursor(index_key(f.key), next_offset))  # ... then the cursor
+            with s3_outages_named(s3, f"archiving topic {tp[0]} partition {tp[1]} to s3://{cfg.s3_bucket}/{f.key}"):
+                if chunks:
+                    s3.upload_file(f.path, cfg.s3_bucket, f.key)  # data first ...
+                    s3.put_object(Bucket=cfg.s3_bucket, Key=index_key(f.key), Body=index_document(chunks),
+                                  ContentType="application/json")  # ... then the index that points into it ...
+                write_cursor(s3, cfg, tp[0], tp[1], Cursor(index_key(f.key), next_offset))  # ... then the cursor
         finally:
             os.unlink(f.path)
         s = stats[tp]

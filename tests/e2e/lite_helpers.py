@@ -75,6 +75,14 @@ def read_lite_topic(subscription: SubscriptionPath, counts: dict[int, int]) -> d
     return {p: read_lite_partition(subscription, p, n) for p, n in counts.items()}
 
 
+def read_whole_lite_topic(topic: TopicPath, subscription: SubscriptionPath, partitions: int) -> list:
+    """Every message of every partition, up to each partition's head now."""
+    stats = lite_connection().topic_stats_service(topic.location.region)
+    heads = {p: stats.compute_head_cursor(request={"topic": str(topic), "partition": p}).head_cursor.offset
+             for p in range(partitions)}
+    return [m for messages in read_lite_topic(subscription, heads).values() for m in messages]
+
+
 def publish_lite(topic: TopicPath, messages: list[dict]) -> list:
     """Publish with the library's high-level publisher; each dict holds data and optional ordering_key
     and attributes. Returns the message ids (partition and offset)."""
