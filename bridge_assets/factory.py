@@ -88,6 +88,10 @@ def _kafka_sink_asset(bridge: Bridge, resource_key: str) -> AssetsDefinition:
             f"{result.totals['records']} records read, {result.totals['published']} published in "
             f"{result.duration_s:.1f}s; {result.plan.lag_after()} left for the next run"
         )
+        if result.totals["dead_letter_refused"]:
+            context.log.warning(f"{result.totals['dead_letter_refused']} records were refused by the dead-letter "
+                                "topic too and skipped (errors.tolerance=all): "
+                                + "; ".join(result.dead_letter_refusals[:3]))
         if result.totals["headers_dropped"]:
             context.log.warning(f"{result.totals['headers_dropped']} headers could not become attributes (over the "
                                 "attribute limits, binary, null or a repeated key) and were dropped")
@@ -182,6 +186,7 @@ def sink_metadata(result: "SinkBatchResult") -> dict:
         "records_skipped": MetadataValue.int(t["skipped"]),
         "records_dead_lettered": MetadataValue.int(t["dead_lettered"]),
         "records_dropped": MetadataValue.int(t["failed_dropped"]),
+        "records_dead_letter_refused": MetadataValue.int(t["dead_letter_refused"]),
         "bytes_read": MetadataValue.int(t["bytes"]),
         "headers_dropped": MetadataValue.int(t["headers_dropped"]),
         "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
@@ -189,6 +194,8 @@ def sink_metadata(result: "SinkBatchResult") -> dict:
         "lag_remaining": MetadataValue.int(result.plan.lag_after()),
         "partitions": MetadataValue.json(result.per_partition),
     }
+    if result.dead_letter_refusals:
+        metadata["dead_letter_refusals"] = MetadataValue.json(result.dead_letter_refusals)
     if result.plan.skipped_by_retention:
         metadata["records_lost_to_retention"] = MetadataValue.json(result.plan.skipped_by_retention)
     return metadata

@@ -6,6 +6,7 @@ Header names are Kafka Connect's (DeadLetterQueueReporter), so existing DLQ tool
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass
 
 from connectors.config.common import ErrorHandlingKeys, KafkaTopicsKeys
 from connectors.kafka.admin import KafkaAdmin
@@ -37,6 +38,28 @@ def dead_letter_client_config(kafka: KafkaAdmin, config: ErrorHandlingKeys) -> d
     return {**client_config, "message.max.bytes": str(needed)}
 
 
+def _refusal_codes() -> frozenset:
+    """What Kafka answers when it will never take this one record (its size, or a keyless record on a
+    compacted dead-letter topic); other errors (Kafka down, no permission) fail the task."""
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE, KafkaError.INVALID_RECORD,
+                      KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE})
+
+
+@dataclass(frozen=True)
+class DeadLetterRefused:
+    """A record that the dead-letter topic refused for good."""
+
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"topic {self.topic} partition {self.partition} offset {self.offset}: {self.reason}"
+
+
 class DeadLetterQueue:
     """Created inside a Spark task (Kafka clients cannot be pickled); flush() before reporting success."""
 
@@ -47,6 +70,8 @@ class DeadLetterQueue:
         self.connector_name = connector_name
         self.context_headers = context_headers
         self._errors: list[str] = []
+        self._refused: list[tuple[KafkaRecord, dict, str]] = []  # (record, produce kwargs, reason)
+        self._refusal_codes = _refusal_codes()
         self._producer = Producer({**client_config, "enable.idempotence": True, "acks": "all", "log_level": 3,
                                    "logger": client_logger()})
 
@@ -65,20 +90,44 @@ class DeadLetterQueue:
                 (HEADER_PREFIX + "exception.stacktrace",
                  "".join(traceback.format_exception(error)).encode()[:8192]),
             ]
-        where = record.where
+        message = {"topic": self.topic, "key": record.key, "value": record.value, "headers": headers,
+                   "timestamp": record.timestamp_ms or 0}
+        self._produce(record, message, lambda err: self._failed(record, message, err))
+
+    def _produce(self, record: KafkaRecord, message: dict, on_error) -> None:
+        from confluent_kafka import KafkaException
+
         try:
-            self._producer.produce(
-                self.topic, key=record.key, value=record.value, headers=headers, timestamp=record.timestamp_ms or 0,
-                on_delivery=lambda err, _msg: err is None or self._errors.append(f"{where}: {err.str()}"),
-            )
-        except Exception as exc:  # too large for the producer, say: name the record, not just the error
-            self._errors.append(f"{where}: {exc}")
+            self._producer.produce(**message, on_delivery=lambda err, _msg: err is None or on_error(err))
+        except KafkaException as exc:  # refused before sending (too large for the producer, say)
+            on_error(exc.args[0])
         self._producer.poll(0)
 
-    def flush(self, timeout_s: float = 60) -> None:
+    def _failed(self, record: KafkaRecord, message: dict, error) -> None:
+        if error.code() in self._refusal_codes:
+            self._refused.append((record, message, error.str()))
+        else:
+            self._errors.append(f"{record.where}: {error.str()}")
+
+    def flush(self, timeout_s: float = 60) -> list[DeadLetterRefused]:
+        """Wait for every dead letter; the ones Kafka refused for good. Any other failure raises.
+
+        The broker refuses a whole produce batch for one bad record in it, so each refused record is
+        sent again on its own: only what is refused alone is reported."""
         remaining = self._producer.flush(timeout_s)
+        refused: list[DeadLetterRefused] = []
+        candidates, self._refused = self._refused, []
+        for record, message, _reason in candidates:
+            alone: list = []
+            self._produce(record, message, alone.append)
+            remaining += self._producer.flush(timeout_s)
+            if alone and alone[0].code() in self._refusal_codes:
+                refused.append(DeadLetterRefused(record.topic, record.partition, record.offset, alone[0].str()))
+            elif alone:
+                self._errors.append(f"{record.where}: {alone[0].str()}")
         if remaining or self._errors:
             raise RuntimeError(
                 f"dead-letter topic {self.topic}: {remaining + len(self._errors)} records undelivered; "
                 f"{'; '.join(self._errors[:3])}"
             )
+        return refused

@@ -23,6 +23,7 @@ class SinkBatchResult:
     duration_s: float
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     per_partition: dict[str, dict[str, int]] = field(default_factory=dict)  # "topic-partition" -> counts
+    dead_letter_refusals: list[str] = field(default_factory=list)  # the records named, a few per partition
 
     @property
     def next_offsets(self) -> Offsets:
@@ -64,5 +65,7 @@ def run_kafka_sink_batch(
             for name in COUNTERS:
                 counts[name] += row[name]
                 result.totals[name] += row[name]
+            if row["refusals"]:
+                result.dead_letter_refusals += row["refusals"].split("\n")
     result.duration_s = time.monotonic() - started
     return result

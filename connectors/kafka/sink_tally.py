@@ -28,10 +28,14 @@ class PartitionCounts:
     failed_dropped: int = 0
     bytes: int = 0
     headers_dropped: int = 0  # headers that could not become attributes (the record itself was delivered)
+    dead_letter_refused: int = 0  # refused by the dead-letter topic too, and skipped (errors.tolerance=all)
 
 
 COUNTERS = tuple(f.name for f in dataclasses.fields(PartitionCounts))
-SUMMARY_SCHEMA = "topic string, partition int, " + ", ".join(f"{name} long" for name in COUNTERS)
+# refusals: the first few records the dead-letter topic refused, one "topic .. partition .. offset ..: why"
+# per line, so that the run's metadata names them.
+SUMMARY_SCHEMA = "topic string, partition int, " + ", ".join(f"{name} long" for name in COUNTERS) + ", refusals string"
+REFUSALS_NAMED = 10
 
 
 class SinkTally:
@@ -41,6 +45,7 @@ class SinkTally:
         self._kafka_client_config = kafka_client_config
         self._counts: dict[tuple[str, int], PartitionCounts] = collections.defaultdict(PartitionCounts)
         self._dlq: DeadLetterQueue | None = None  # opened on the first dead letter only
+        self._refusals: dict[tuple[str, int], list[str]] = collections.defaultdict(list)
 
     def of(self, record: KafkaRecord) -> PartitionCounts:
         return self.partition(record.topic, record.partition)
@@ -81,12 +86,26 @@ class SinkTally:
             self.of(record).failed_dropped += 1
 
     def flush_dead_letters(self) -> None:
-        """Waits until the DLQ acknowledged every dead letter: only then may the offsets be recorded."""
-        if self._dlq is not None:
-            self._dlq.flush()
+        """Waits until the DLQ acknowledged every dead letter: only then may the offsets be recorded.
+
+        A record the dead-letter topic refuses for good (errors.tolerance=all, so it was not fatal to begin
+        with) is counted, logged and named in the run's metadata, and skipped: it must not block the
+        records behind it for ever."""
+        if self._dlq is None:
+            return
+        for refused in self._dlq.flush():
+            counts = self.partition(refused.topic, refused.partition)
+            counts.dead_lettered -= 1
+            counts.dead_letter_refused += 1
+            log.warning("skipping %s: the dead-letter topic %s refused it too (errors.tolerance=all)",
+                        refused, self._dlq.topic)
+            named = self._refusals[(refused.topic, refused.partition)]
+            if len(named) < REFUSALS_NAMED:
+                named.append(str(refused))
 
     def summary(self) -> pa.RecordBatch:
-        rows = [{"topic": topic, "partition": partition, **dataclasses.asdict(counts)}
+        rows = [{"topic": topic, "partition": partition, **dataclasses.asdict(counts),
+                 "refusals": "\n".join(self._refusals.get((topic, partition), []))}
                 for (topic, partition), counts in self._counts.items()]
         return rows_batch(rows, SUMMARY_SCHEMA)
 

@@ -87,6 +87,29 @@ def test_a_poison_record_over_a_megabyte_is_dead_lettered_and_the_records_behind
     assert dead.value() == poison
 
 
+def test_a_record_the_dead_letter_topic_refuses_too_is_named_and_skipped_under_tolerance_all(
+        stack, spark, tmp_path, unique):
+    """A compacted dead-letter topic refuses a record without a key: with errors.tolerance=all that record
+    is counted and named in the run's metadata, and the records around it move; nothing is stuck."""
+    topic, dlq, name = f"refuse-src-{unique}", f"refuse-dlq-{unique}", f"refuse_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    kafka_admin().create_topic(dlq, partitions=1, config={"cleanup.policy": "compact"})
+    subscription = create_pubsub_topic(topic)
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, {
+        **JSON_VALUES, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}))
+    produce(topic, [("a", '"good-1"'), ("b", "{keyed, not json"), (None, "{keyless, not json"), ("c", '"good-2"')])
+
+    instance = DagsterInstance.ephemeral()
+    metadata = materialize_bridge(defs, name, instance)
+    assert sorted(m.data for m in drain(subscription)) == [b"good-1", b"good-2"]
+    assert metadata["records_dead_lettered"].value == 1
+    assert metadata["records_dead_letter_refused"].value == 1
+    [refusal] = metadata["dead_letter_refusals"].value
+    assert refusal.startswith(f"topic {topic} partition 0 offset 2: ")
+    assert [m.value() for m in _read_topic(dlq, 1)] == [b"{keyed, not json"]
+    assert recorded_kafka_offsets(instance, AssetKey(name)) == {topic: {0: 4}}
+
+
 def test_with_tolerance_none_a_bad_record_fails_the_run_and_records_nothing(stack, spark, tmp_path, unique):
     topic, name = f"strict-{unique}", f"strict_{unique}"
     kafka_admin().create_topic(topic, partitions=1)
