@@ -152,3 +152,31 @@ def test_a_killed_run_stops_moving_data_and_the_next_run_fences_it(
     assert row.lost == 0
     # Every duplicate is a record the dead run published before it was interrupted, and nothing else.
     assert row.duplicated <= orphan_delivered
+
+
+def test_a_kafka_broker_restarted_mid_batch_loses_nothing(stack, spark_remote, tmp_path, unique, fault_report):
+    """The broker stops part-way through a batch and is back within the outage timeout: the run's reads
+    wait for it and go on, or the run fails in one line and the next run moves the rest. Either way
+    nothing is lost."""
+    name, subscription, produced, bridges = _bridge(tmp_path, unique, 20_000, SLOW, partitions=4)
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    arrived = Subscription(subscription)
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: arrived.pull_some() > 0 or run.poll() is not None, what="the first published message")
+    assert run.poll() is None, "the run finished before the broker could be stopped"
+    stack.down(only=("kafka",), log=lambda line: None)
+    stopped_at = time.monotonic()
+    try:
+        time.sleep(2)
+    finally:
+        stack.up(only=("kafka",), log=lambda line: None)
+    _, stderr = run.communicate(timeout=600)
+    if run.returncode != 0:
+        assert "Kafka at" in stderr and "did not answer" in stderr, stderr[-3000:]
+        again = subprocess.run(command, env=env, capture_output=True, text=True)
+        assert again.returncode == 0, again.stderr[-3000:]
+    recovered_s = time.monotonic() - stopped_at
+    arrived.drain()
+    row = fault_report.count("Kafka broker stopped and restarted mid-batch (warm engine)", "CloudPubSubSink",
+                             produced, arrived.received, recovered_s)
+    assert row.lost == 0
