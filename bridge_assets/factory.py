@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from dagster import AssetExecutionContext, AssetsDefinition, Failure, MaterializeResult, MetadataValue, asset
 
-from connectors.outage import Unreachable
+from connectors.errors import BatchError
 from jobs.lease import BridgeBusy, BridgeLease
 
 from sensors.recorded_offsets import (
@@ -69,7 +69,7 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         context.log.warning(f"Fenced run {lease.fenced.run_id} of bridge {bridge.name}: {lease.fenced.stale_because}")
     try:
         yield lease
-    except Unreachable as exc:  # one line naming the system, not a JVM trace
+    except BatchError as exc:  # one line naming what and where, not a JVM trace
         raise Failure(description=str(exc)) from None
     finally:
         lease.release()
@@ -132,11 +132,15 @@ def _pubsublite_source_asset(bridge: Bridge) -> AssetsDefinition:
             recorded = recorded_lite_cursors(context.instance, context.asset_key)
             result = pubsublite_source.run_batch(bridge, recorded)
             lease.check()
-        context.log.info(f"{result.messages} messages moved to Kafka in {result.duration_s:.1f}s; "
+        context.log.info(f"{result.messages - result.dropped} messages moved to Kafka in {result.duration_s:.1f}s; "
                          f"{result.backlog_after} left for the next run")
+        if result.dropped:
+            context.log.warning(f"{result.dropped} messages were refused by Kafka for good and skipped "
+                                "(errors.tolerance=all); the task's log names them")
         metadata = {
             "lite_cursors": lite_cursors_metadata({**result.start_cursors, **result.next_cursors}),
-            "messages_written": MetadataValue.int(result.messages),
+            "messages_written": MetadataValue.int(result.messages - result.dropped),
+            "messages_dropped": MetadataValue.int(result.dropped),
             "bytes_written": MetadataValue.int(result.bytes),
             "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
             "records_per_second": MetadataValue.float(round(result.records_per_second, 1)),

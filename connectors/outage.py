@@ -10,6 +10,7 @@ from typing import Iterable, Iterator
 
 from confluent_kafka import KafkaError, KafkaException
 
+from connectors.errors import BatchError, batch_error_in
 from connectors.kafka.admin import PartitionRange
 
 # Spark's Kafka consumer gives up with this message (no topic or partition in it) once
@@ -17,7 +18,7 @@ from connectors.kafka.admin import PartitionRange
 _SPARK_KAFKA_TIMEOUT = re.compile(r"Cannot fetch record for offset (\d+) in (\d+) milliseconds")
 
 
-class Unreachable(Exception):
+class Unreachable(BatchError):
     """One line: which system at which address did not answer, doing what."""
 
 
@@ -107,20 +108,16 @@ def lite_outages_named(connection, location, doing: str):
     return outages_named("Pub/Sub Lite", connection.address_of(location), doing, google_unanswered())
 
 
-# A task that raised Unreachable reaches the driver inside Spark's error text (a Python traceback
-# wrapped by the JVM); its line is taken from there.
-_TASK_UNREACHABLE = re.compile(r"connectors\.outage\.Unreachable: ([^\n]+)")
-
-
 @contextlib.contextmanager
-def task_outages_named() -> Iterator[None]:
-    """A Spark job that failed because a task raised Unreachable, as that task's one line."""
+def task_errors_named() -> Iterator[None]:
+    """A Spark job that failed because a task raised a BatchError (Unreachable, a record that failed
+    under errors.tolerance=none, ...), as that task's one line."""
     try:
         yield
-    except Unreachable:
+    except BatchError:
         raise
     except Exception as exc:
-        match = _TASK_UNREACHABLE.search(str(exc))
-        if match is None:
+        named = batch_error_in(str(exc))
+        if named is None:
             raise
-        raise Unreachable(match.group(1).strip()) from None
+        raise named from None

@@ -67,7 +67,7 @@ class SparkResource(ConfigurableResource):
         terminated from the UI raises one -- interrupts its own operations; a run process that dies is
         covered by a watchdog process (Spark Connect only: a classic session's jobs die with its driver).
         """
-        from connectors.outage import spark_connect_outages_named, task_outages_named
+        from connectors.outage import spark_connect_outages_named, task_errors_named
         from connectors.spark_session import connect_url_of, without_secrets
         from connectors.spark_watchdog import InterruptWatchdog
 
@@ -83,7 +83,7 @@ class SparkResource(ConfigurableResource):
             spark.addTag(run_tag)
             watchdog = InterruptWatchdog(connect_url_of(self._remote_url(), spark), run_tag) if self.remote else None
             try:
-                with task_outages_named():
+                with task_errors_named():
                     yield spark
             except BaseException:
                 with contextlib.suppress(Exception):

@@ -19,6 +19,7 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.errors import BatchError
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.outage import Unreachable
@@ -96,7 +97,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
             raise Unreachable(f"Pub/Sub at {task.connection.address} did not answer for {task.outage_timeout_s:.0f} s "
                               f"while publishing {slot.record(row).where} to {topic_path}; "
                               "the run recorded nothing") from None
-        raise RuntimeError(f"{slot.record(row).where}: {exc}") from exc
+        raise BatchError(f"{slot.record(row).where}: {exc}") from exc
     finally:
         channel.close()
     yield tally.summary()

@@ -16,6 +16,8 @@ from connectors.arrow_rows import rows_batch
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter, MessageError, PubSubMessageIn
+from connectors.errors import BatchError
+from connectors.kafka.connection import refused_for_good
 from connectors.outage import google_unanswered, outages_named
 
 log = logging.getLogger(__name__)
@@ -169,7 +171,8 @@ def _streaming_pull(task: SourceTask, subscriber, path: str, converter, delivery
 
 class _Delivery:
     """Writes converted messages to Kafka and says which may be acked: delivered ones, and ones
-    dropped under errors.tolerance=all. Raises when Kafka refused a record (nothing is acked)."""
+    dropped under errors.tolerance=all (a conversion error, or a record Kafka refuses for good, as
+    Kafka Connect's KIP-779 does). Otherwise raises when Kafka refused a record (nothing is acked)."""
 
     def __init__(self, config: CloudPubSubSourceConfig, producer):
         self.config = config
@@ -178,15 +181,25 @@ class _Delivery:
         self.totals = {"pulled": 0, "acked": 0, "dropped": 0}
 
     def deliver(self, converter, items: list[tuple[PubSubMessageIn, str]], extend) -> list[int]:
+        from confluent_kafka import KafkaException
+
         cfg = self.config
         self.totals["pulled"] += len(items)
         done: list[int] = []
         failures: list[str] = []
 
-        def on_delivery(index: int, size: int):
+        def refused(index: int, message_id: str, err) -> None:
+            if cfg.errors_tolerance == "all" and refused_for_good(err):
+                log.warning("dropping message %s: Kafka refused it: %s (errors.tolerance=all)", message_id, err.str())
+                done.append(index)
+                self.totals["dropped"] += 1
+            else:
+                failures.append(f"message {message_id}: {err.str()}")
+
+        def on_delivery(index: int, size: int, message_id: str):
             def callback(err, msg):
                 if err is not None:
-                    failures.append(str(err))
+                    refused(index, message_id, err)
                     return
                 done.append(index)
                 counts = self.written[msg.partition()]
@@ -210,14 +223,18 @@ class _Delivery:
                 try:
                     self.producer.produce(
                         cfg.kafka_topic, key=record.key, value=record.value, headers=record.headers or None,
-                        timestamp=record.timestamp_ms, on_delivery=on_delivery(index, size), **kwargs)
+                        timestamp=record.timestamp_ms, on_delivery=on_delivery(index, size, message_id), **kwargs)
                     break
                 except BufferError:
                     self.producer.poll(0.1)
+                except KafkaException as exc:  # refused before sending: too large for the producer, say
+                    refused(index, message_id, exc.args[0])
+                    break
         # Wait for Kafka; while it is slow, keep Pub/Sub from redelivering what is in flight.
         while self.producer.flush(5) > 0:
             extend()
         if failures:
-            raise RuntimeError(f"Kafka did not accept {len(failures)} records: {failures[:3]}")
+            raise BatchError(f"Kafka topic {cfg.kafka_topic} did not accept {len(failures)} records: "
+                               f"{'; '.join(failures[:3])}")
         self.totals["acked"] += len(done)
         return done

@@ -76,3 +76,13 @@ def client_logger() -> logging.Logger:
         logger.addHandler(handler)
         logger.propagate = False
     return logger
+
+
+def refused_for_good(error) -> bool:
+    """Kafka will never take this one record: its size, or a record the topic cannot hold (a keyless
+    record on a compacted topic). Other errors (Kafka down, no permission) are about the system, not
+    the record, and must fail the task instead of skipping records."""
+    from confluent_kafka import KafkaError
+
+    return error.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE, KafkaError.INVALID_RECORD,
+                            KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE)

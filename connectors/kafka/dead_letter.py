@@ -9,8 +9,9 @@ import traceback
 from dataclasses import dataclass
 
 from connectors.config.common import ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.errors import BatchError
 from connectors.kafka.admin import KafkaAdmin
-from connectors.kafka.connection import client_logger
+from connectors.kafka.connection import client_logger, refused_for_good
 from connectors.kafka.record import KafkaRecord
 
 HEADER_PREFIX = "__connect.errors."
@@ -38,15 +39,6 @@ def dead_letter_client_config(kafka: KafkaAdmin, config: ErrorHandlingKeys) -> d
     return {**client_config, "message.max.bytes": str(needed)}
 
 
-def _refusal_codes() -> frozenset:
-    """What Kafka answers when it will never take this one record (its size, or a keyless record on a
-    compacted dead-letter topic); other errors (Kafka down, no permission) fail the task."""
-    from confluent_kafka import KafkaError
-
-    return frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE, KafkaError.INVALID_RECORD,
-                      KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE})
-
-
 @dataclass(frozen=True)
 class DeadLetterRefused:
     """A record that the dead-letter topic refused for good."""
@@ -71,7 +63,6 @@ class DeadLetterQueue:
         self.context_headers = context_headers
         self._errors: list[str] = []
         self._refused: list[tuple[KafkaRecord, dict, str]] = []  # (record, produce kwargs, reason)
-        self._refusal_codes = _refusal_codes()
         self._producer = Producer({**client_config, "enable.idempotence": True, "acks": "all", "log_level": 3,
                                    "logger": client_logger()})
 
@@ -104,7 +95,7 @@ class DeadLetterQueue:
         self._producer.poll(0)
 
     def _failed(self, record: KafkaRecord, message: dict, error) -> None:
-        if error.code() in self._refusal_codes:
+        if refused_for_good(error):
             self._refused.append((record, message, error.str()))
         else:
             self._errors.append(f"{record.where}: {error.str()}")
@@ -121,12 +112,12 @@ class DeadLetterQueue:
             alone: list = []
             self._produce(record, message, alone.append)
             remaining += self._producer.flush(timeout_s)
-            if alone and alone[0].code() in self._refusal_codes:
+            if alone and refused_for_good(alone[0]):
                 refused.append(DeadLetterRefused(record.topic, record.partition, record.offset, alone[0].str()))
             elif alone:
                 self._errors.append(f"{record.where}: {alone[0].str()}")
         if remaining or self._errors:
-            raise RuntimeError(
+            raise BatchError(
                 f"dead-letter topic {self.topic}: {remaining + len(self._errors)} records undelivered; "
                 f"{'; '.join(self._errors[:3])}"
             )

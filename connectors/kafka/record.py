@@ -7,6 +7,8 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from connectors.errors import BatchError
+
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
 
@@ -26,7 +28,7 @@ class KafkaRecord:
         return f"topic {self.topic} partition {self.partition} offset {self.offset}"
 
 
-class RecordError(ValueError):
+class RecordError(BatchError, ValueError):
     """This record can never become a valid message (a poison record)."""
 
 

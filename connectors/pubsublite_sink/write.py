@@ -16,10 +16,11 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
+from connectors.errors import BatchError
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.pubsublite.clients import LiteConnection
 from connectors.outage import Unreachable
+from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite.stream_publisher import LitePublisher, LitePublishFailed, LitePublishSettings
 from connectors.pubsublite_sink.columnar import LiteColumnarConverter
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
@@ -96,7 +97,7 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
         if exc.unanswered:
             raise Unreachable(f"Pub/Sub Lite at {task.connection.address_of(topic.location)} did not answer for "
                               f"{task.outage_timeout_s:.0f} s: {exc}; the run recorded nothing") from None
-        raise RuntimeError(f"publish to Pub/Sub Lite failed: {exc}") from exc
+        raise BatchError(f"publish to Pub/Sub Lite failed: {exc}") from exc
     finally:
         await channel.close()
     tally.flush_dead_letters()

@@ -29,7 +29,8 @@ class LiteSourceBatchResult:
     head_cursors: LiteCursors
     next_cursors: LiteCursors = field(default_factory=dict)
     duration_s: float = 0.0
-    messages: int = 0
+    messages: int = 0  # read from Lite
+    dropped: int = 0  # refused by Kafka for good and skipped (errors.tolerance=all)
     bytes: int = 0
     lost_to_retention: dict[int, int] = field(default_factory=dict)
 
@@ -91,6 +92,7 @@ def run_lite_source_batch(
             partition = row["lite_partition"]
             result.next_cursors[partition] = row["next_cursor"]
             result.messages += row["messages"]
+            result.dropped += row["dropped"]
             result.bytes += row["bytes"]
             if row["lost"]:
                 result.lost_to_retention[partition] = row["lost"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from connectors.config.common import ConnectorConfig, ConverterKeys, GcpCredentialsKeys
@@ -21,6 +23,9 @@ class PubSubLiteSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys)
         JAVA_LONG_MAX, alias="pubsublite.partition_flow_control.messages", ge=1, le=JAVA_LONG_MAX)
     partition_flow_control_bytes: int = Field(
         20_000_000, alias="pubsublite.partition_flow_control.bytes", ge=1, le=JAVA_LONG_MAX)
+    # Kafka Connect's framework key: with `all`, a message Kafka refuses for good (too large, say) is
+    # logged, counted and skipped (KIP-779) instead of stopping the bridge on it for ever.
+    errors_tolerance: Literal["none", "all"] = Field("none", alias="errors.tolerance")
 
     _location = field_validator("pubsublite_location")(check_location)
 

@@ -7,19 +7,27 @@ only after Kafka acknowledged every record of it; the driver commits cursors aft
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
 
+from confluent_kafka import KafkaException
+
 from connectors.arrow_rows import rows_batch
+from connectors.errors import BatchError
+from connectors.kafka.connection import refused_for_good
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
 from connectors.pubsublite_source.read import read_partition
 
+log = logging.getLogger(__name__)
 RANGE_SCHEMA = "lite_partition int, start_offset long, end_offset long"
-SUMMARY_SCHEMA = "lite_partition int, next_cursor long, messages long, written long, bytes long, lost long"
+# dropped: the task's records Kafka refused for good under errors.tolerance=all (on its first row only).
+SUMMARY_SCHEMA = ("lite_partition int, next_cursor long, messages long, written long, bytes long, lost long, "
+                  "dropped long")
 
 
 @dataclass(frozen=True)
@@ -31,7 +39,8 @@ class LiteSourceTask:
 
 
 class _KafkaWriter:
-    """An idempotent producer that raises if Kafka refused any record."""
+    """An idempotent producer that raises if Kafka refused any record, except, under
+    errors.tolerance=all, records it refuses for good (counted in `dropped` and logged)."""
 
     def __init__(self, task: LiteSourceTask):
         from confluent_kafka import Producer
@@ -43,27 +52,41 @@ class _KafkaWriter:
             **task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
             "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger(),
         })
+        self.tolerate = task.config.errors_tolerance == "all"
         self.failures: list[str] = []
+        self.dropped = 0
 
-    def _on_delivery(self, err, _msg) -> None:
+    def _refused(self, err, what: str) -> None:
+        if self.tolerate and refused_for_good(err):
+            log.warning("dropping %s: Kafka topic %s refused it: %s (errors.tolerance=all)", what, self.topic, err.str())
+            self.dropped += 1
+        else:
+            self.failures.append(f"{what}: {err.str()}")
+
+    def _on_delivery(self, err, msg) -> None:
         if err is not None:
-            self.failures.append(str(err))
+            self._refused(err, f"a message of {len(msg.value() or b'')} bytes")
 
-    def write(self, record) -> None:
+    def write(self, record, where: str) -> bool:
+        """False when the record was refused before sending (and dropped or failed)."""
         kwargs = {} if record.partition is None else {"partition": record.partition}
         while True:
             try:
                 self.producer.produce(self.topic, key=record.key, value=record.value, headers=record.headers or None,
                                       timestamp=record.timestamp_ms, on_delivery=self._on_delivery, **kwargs)
-                return
+                return True
             except BufferError:
                 self.producer.poll(0.1)
+            except KafkaException as exc:  # too large for the producer, say
+                self._refused(exc.args[0], where)
+                return False
 
     def flush(self) -> None:
         while self.producer.flush(5) > 0:
             pass
         if self.failures:
-            raise RuntimeError(f"Kafka did not accept {len(self.failures)} records: {self.failures[:3]}")
+            raise BatchError(f"Kafka topic {self.topic} did not accept {len(self.failures)} records: "
+                               f"{'; '.join(self.failures[:3])}")
 
 
 async def _move_range(task: LiteSourceTask, client, writer: _KafkaWriter, lite_partition: int,
@@ -76,8 +99,8 @@ async def _move_range(task: LiteSourceTask, client, writer: _KafkaWriter, lite_p
                                       cfg.partition_flow_control_messages, cfg.partition_flow_control_bytes, stats):
         for sequenced in batch:
             record = converter.convert(sequenced)
-            writer.write(record)
-            written_bytes += len(record.value or b"") + len(record.key or b"")
+            if writer.write(record, f"Lite partition {lite_partition} offset {sequenced.cursor.offset}"):
+                written_bytes += len(record.value or b"") + len(record.key or b"")
         messages += len(batch)
         writer.producer.poll(0)
     return {"lite_partition": lite_partition, "next_cursor": stats["next_cursor"], "messages": messages,
@@ -99,4 +122,6 @@ def read_and_deliver(task: LiteSourceTask, batches: Iterator[pa.RecordBatch]) ->
 
     rows = asyncio.run(move_all())
     writer.flush()  # only now are the rows true: Kafka has every record
+    for index, row in enumerate(rows):
+        row["dropped"] = writer.dropped if index == 0 else 0
     yield rows_batch(rows, SUMMARY_SCHEMA)

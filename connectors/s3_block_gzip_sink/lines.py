@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+from connectors.errors import BatchError
 from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, value_to_json
 
 
-class LineError(ValueError):
+class LineError(BatchError, ValueError):
     pass
 
 
