@@ -106,12 +106,15 @@ class LiteStore:
                 PRIMARY KEY (topic, partition, offset)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS cursors (
                 subscription TEXT, partition INTEGER, offset INTEGER, PRIMARY KEY (subscription, partition));
+            CREATE TABLE IF NOT EXISTS publish_sequences (
+                topic TEXT, partition INTEGER, client_id BLOB, start INTEGER, end INTEGER);
         """)
         self.topics: dict[str, object] = {}
         self.subscriptions: dict[str, object] = {}
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.cursors: dict[tuple[str, int], int] = {}
-        # Publish idempotency: sequence numbers seen per (topic, partition, client id).
+        # Publish idempotency: sequence numbers seen per (topic, partition, client id). Kept in the
+        # database with the messages they admitted, so a resend after a server restart is not stored twice.
         self._sequences: dict[tuple[str, int, bytes], _Intervals] = {}
         self._load()
 
@@ -130,6 +133,9 @@ class LiteStore:
             log.bytes += message.size_bytes
         for subscription, partition, offset in self._db.execute("SELECT subscription, partition, offset FROM cursors"):
             self.cursors[(subscription, partition)] = offset
+        for topic, partition, client_id, start, end in self._db.execute(
+                "SELECT topic, partition, client_id, start, end FROM publish_sequences"):
+            self._sequences.setdefault((topic, partition, client_id), _Intervals()).add(start, end)
 
     # --- topics ------------------------------------------------------------------------------
     def topic(self, name: str):
@@ -182,6 +188,8 @@ class LiteStore:
         self._db.execute("DELETE FROM topics WHERE name = ?", (name,))
         self._db.execute("DELETE FROM partitions WHERE topic = ?", (name,))
         self._db.execute("DELETE FROM messages WHERE topic = ?", (name,))
+        self._db.execute("DELETE FROM publish_sequences WHERE topic = ?", (name,))
+        self._sequences = {key: seen for key, seen in self._sequences.items() if key[0] != name}
         for subscription in self.subscriptions.values():
             if subscription.topic == name:
                 subscription.topic = DELETED_TOPIC
@@ -306,11 +314,14 @@ class LiteStore:
         """
         log = self.log(topic_name, partition)
         duplicate = [False] * len(messages)
+        seen = None
         if client_id:
             seen = self._sequences.setdefault((topic_name, partition, client_id), _Intervals())
             if first_sequence > 0 or not seen:
                 duplicate = [seen.contains(first_sequence + i) for i in range(len(messages))]
                 seen.add(first_sequence, first_sequence + len(messages))
+            else:
+                seen = None  # nothing new to remember
         now = time.time_ns()
         publish_time = timestamp_pb2.Timestamp(seconds=now // 1_000_000_000, nanos=now % 1_000_000_000)
         rows, ranges = [], []
@@ -334,6 +345,12 @@ class LiteStore:
         if rows:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?)", rows)
+            if seen is not None:
+                key = (topic_name, partition, client_id)
+                self._db.execute("DELETE FROM publish_sequences WHERE topic = ? AND partition = ? AND client_id = ?",
+                                 key)
+                self._db.executemany("INSERT INTO publish_sequences VALUES (?, ?, ?, ?, ?)",
+                                     [(*key, start, end) for start, end in seen.spans])
             self._db.execute("COMMIT")
             self._trim(topic_name, partition, log, self.topics[topic_name])
             log.wake()

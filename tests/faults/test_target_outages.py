@@ -149,3 +149,48 @@ def test_s3_down_fails_the_archive_run_in_one_line(stack, spark, tmp_path, uniqu
                              [line.decode() for _, line in read_from_offset(s3, bucket, "w", topic, 0, 0)],
                              time.monotonic() - down_at)
     assert row.lost == 0 and row.duplicated == 0
+
+
+def test_lite_server_restarted_mid_batch_loses_nothing(stack, spark_remote, tmp_path, unique, fault_report):
+    """The Lite server stops part-way through a sink batch and comes back: the publish streams reconnect
+    and resend what was not acknowledged with the same client id and sequence numbers, which the server
+    remembers across its restart, so nothing is stored twice; if the run fails instead, the next run
+    moves the rest. Nothing is lost either way."""
+    import subprocess
+
+    from tests.e2e.helpers import cli_run
+    from tests.e2e.lite_helpers import lite_connection
+
+    topic, name = f"lite-restart-{unique}", f"lite_restart_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    lite_topic, subscription = create_lite_topic(topic, partitions=2)
+    produced = {f"m{i:06d}" for i in range(150_000)}
+    produce(topic, [(None, v) for v in sorted(produced)])
+    bridges = lite_bridges_file(tmp_path, name, "PubSubLiteSinkConnector", {"topics": topic, "pubsublite.topic": topic},
+                                batch={"max_records": len(produced)})
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    stats = lite_connection().topic_stats_service(lite_topic.location.region)
+
+    def stored() -> int:
+        return sum(stats.compute_head_cursor(request={"topic": str(lite_topic), "partition": p}).head_cursor.offset
+                   for p in range(2))
+
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while stored() == 0:
+        assert time.monotonic() < deadline and run.poll() is None, "the batch did not start"
+        time.sleep(0.05)
+    stored_before_stop = stored()
+    stack.down(only=("pubsublite",), log=lambda line: None)
+    stopped_at = time.monotonic()
+    stack.up(only=("pubsublite",), log=lambda line: None)
+    _, stderr = run.communicate(timeout=600)
+    assert stored_before_stop < len(produced), "the batch ended before the server could be stopped"
+    if run.returncode != 0:
+        again = subprocess.run(command, env=env, capture_output=True, text=True)
+        assert again.returncode == 0, again.stderr[-3000:]
+    recovered_s = time.monotonic() - stopped_at
+    delivered = [m.message.data.decode() for m in read_whole_lite_topic(lite_topic, subscription, 2)]
+    row = fault_report.count("Lite server restarted mid-batch (warm engine)", "PubSubLiteSink", produced, delivered,
+                             recovered_s)
+    assert row.lost == 0

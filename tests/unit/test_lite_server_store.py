@@ -61,3 +61,12 @@ def test_partition_count_only_grows(store):
     topic.partition_config.count = 3
     store.update_topic(topic, ["partition_config.count"])
     assert store.log(topic.name, 2).head == 0
+
+
+def test_a_resend_after_a_restart_is_not_stored_twice(store, tmp_path):
+    topic = f"{PARENT}/topics/t"
+    store.publish(topic, 0, messages(b"a", b"b"), b"client", 0)
+    store.publish(topic, 0, messages(b"c"), b"client", 2)
+    again = LiteStore(tmp_path / "lite.sqlite")  # the server restarted; the client resends what it had out
+    assert again.publish(topic, 0, messages(b"b", b"c", b"d"), b"client", 1) == [(2, 3, 3)]
+    assert [m.message.data for m in again.log(topic, 0).messages] == [b"a", b"b", b"c", b"d"]
