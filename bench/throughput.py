@@ -141,7 +141,7 @@ def _archive(measure, spark, admin, topic, size, batch):
                                                        **keys})
 
         def run():
-            result = run_archive_batch(spark, config, admin, batch, unique_name("archive-group"))
+            result = run_archive_batch(spark, config, admin, batch, unique_name("archive-group"), "bench-archive")
             assert result.totals["records"] == batch.max_records, result.totals
             return result.totals["records"], result.duration_s
 

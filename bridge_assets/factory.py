@@ -164,10 +164,15 @@ def _s3_block_gzip_sink_asset(bridge: Bridge) -> AssetsDefinition:
             result = s3_block_gzip_sink.run_batch(bridge)
             lease.check()
         t = result.totals
-        context.log.info(f"{t['records']} records archived in {t['files']} files in {result.duration_s:.1f}s")
+        context.log.info(f"{t['records'] - t['skipped']} records archived in {t['files']} files in "
+                         f"{result.duration_s:.1f}s")
+        if t["skipped"]:
+            context.log.warning(f"{t['skipped']} records could not become lines and were skipped "
+                                "(errors.tolerance=all; dead-lettered if a dead-letter topic is set)")
         return MaterializeResult(metadata={
             "kafka_offsets": kafka_offsets_metadata(result.plan.next_offsets),
-            "records_archived": MetadataValue.int(t["records"]),
+            "records_archived": MetadataValue.int(t["records"] - t["skipped"]),
+            "records_skipped": MetadataValue.int(t["skipped"]),
             "files_written": MetadataValue.int(t["files"]),
             "bytes_uncompressed": MetadataValue.int(t["bytes_uncompressed"]),
             "bytes_written": MetadataValue.int(t["bytes_written"]),

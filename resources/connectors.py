@@ -67,7 +67,8 @@ class S3BlockGzipSinkResource(ConfigurableResource):
         config = bridge.config
         assert isinstance(config, S3BlockGzipSinkConfig)
         with self.spark.batch_session(bridge.name) as spark:
-            return run_archive_batch(spark, config, self.kafka.admin(), bridge.batch, bridge.consumer_group)
+            return run_archive_batch(spark, config, self.kafka.admin(), bridge.batch, bridge.consumer_group,
+                                     bridge.name)
 
 
 class PubSubLiteSinkResource(ConfigurableResource):

@@ -10,13 +10,14 @@ from pyspark.sql import SparkSession
 
 from connectors.config.bridges_file import BatchSettings
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
+from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.spark_read import read_offset_ranges
 from connectors.outage import kafka_outages_named
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.store import Cursor, read_cursor, s3_client, s3_outages_named, write_cursor
 from connectors.s3_block_gzip_sink.write import SUMMARY_SCHEMA, archive_arrow_batches
 
-COUNTERS = ("records", "files", "bytes_uncompressed", "bytes_written")
+COUNTERS = ("records", "files", "bytes_uncompressed", "bytes_written", "skipped")
 
 
 @dataclass
@@ -33,6 +34,7 @@ def run_archive_batch(
     kafka: KafkaAdmin,
     batch: BatchSettings,
     consumer_group: str,
+    bridge_name: str,
 ) -> ArchiveBatchResult:
     started = time.monotonic()
     s3 = s3_client(config, batch.outage_timeout_seconds)
@@ -51,9 +53,13 @@ def run_archive_batch(
     last_index: dict[tuple[str, int], str | None] = {tp: c.index if c else None for tp, c in cursors.items()}
     if plan.total_records:
         frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds)
-        frame = frame.selectExpr("topic", "partition", "offset", "value", "unix_millis(timestamp) AS timestamp_ms")
+        columns = ["topic", "partition", "offset", "value", "unix_millis(timestamp) AS timestamp_ms"]
+        if config.errors_deadletterqueue_topic_name:  # a dead letter is the whole record
+            columns += ["key", "headers"]
+        frame = frame.selectExpr(*columns)
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
-            rows = frame.mapInArrow(functools.partial(archive_arrow_batches, config, batch.outage_timeout_seconds), SUMMARY_SCHEMA).collect()
+            rows = frame.mapInArrow(functools.partial(archive_arrow_batches, config, batch.outage_timeout_seconds,
+                                                     dead_letter_client_config(kafka, config), bridge_name), SUMMARY_SCHEMA).collect()
         for row in rows:
             tp = (row["topic"], row["partition"])
             counts = result.per_partition.setdefault(f"{tp[0]}-{tp[1]}", dict.fromkeys(COUNTERS, 0))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from connectors.config.common import ConnectorConfig, ConverterKeys, KafkaTopicsKeys
+from connectors.config.common import ConnectorConfig, ConverterKeys, ErrorHandlingKeys, KafkaTopicsKeys
 
 
-class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys):
+class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys):
     s3_bucket: str = Field(alias="s3.bucket", min_length=3)
     s3_prefix: str = Field("", alias="s3.prefix")
     s3_endpoint: str | None = Field(None, alias="s3.endpoint")  # default: AWS_ENDPOINT_URL or AWS's own

@@ -16,6 +16,8 @@ from typing import Iterator
 import pyarrow as pa
 
 from connectors.arrow_rows import rows_batch
+from connectors.kafka.dead_letter import DeadLetterQueue
+from connectors.kafka.record import KafkaRecord
 from connectors.s3_block_gzip_sink.block_gzip import BlockGzipWriter
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.layout import data_key, index_document, index_key
@@ -24,8 +26,9 @@ from connectors.s3_block_gzip_sink.store import Cursor, s3_client, s3_outages_na
 
 log = logging.getLogger(__name__)
 
+# skipped: records whose value could not become a line, skipped (or dead-lettered) under errors.tolerance=all.
 SUMMARY_SCHEMA = ("topic string, partition int, records long, files long, bytes_uncompressed long, "
-                  "bytes_written long, last_index string")
+                  "bytes_written long, skipped long, last_index string")
 
 
 class _OpenFile:
@@ -37,15 +40,19 @@ class _OpenFile:
         self.last_offset = first_offset
 
 
-def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float,
-                          batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, kafka_client_config: dict[str, str],
+                          bridge_name: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     s3 = s3_client(cfg, outage_timeout_s)
+    dead_letters: DeadLetterQueue | None = None  # opened on the first dead letter only
     converter = cfg.value_converter_instance()
     stats: dict[tuple[str, int], dict[str, int]] = {}
     current: dict[tuple[str, int], _OpenFile] = {}
 
     def finish(tp: tuple[str, int], next_offset: int) -> None:
         f = current.pop(tp)
+        if dead_letters is not None:  # the cursor may pass a dead-lettered record only once Kafka has it
+            for refused in dead_letters.flush():
+                log.warning("skipping %s: the dead-letter topic refused it too (errors.tolerance=all)", refused)
         chunks = f.writer.close()
         f.handle.close()
         try:
@@ -70,12 +77,26 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float,
                 tp = (cols["topic"][i], cols["partition"][i])
                 offset = cols["offset"][i]
                 s = stats.setdefault(tp, {"records": 0, "files": 0, "bytes_uncompressed": 0, "bytes_written": 0,
-                                          "last_index": None})
+                                          "skipped": 0, "last_index": None})
                 s["records"] += 1
                 try:
                     line = record_line(converter, cols["value"][i])
                 except LineError as exc:
-                    raise LineError(f"topic {tp[0]} partition {tp[1]} offset {offset}: {exc}") from exc
+                    if cfg.errors_tolerance == "none":
+                        raise LineError(f"topic {tp[0]} partition {tp[1]} offset {offset}: {exc}") from exc
+                    s["skipped"] += 1
+                    record = KafkaRecord(  # key and headers are read only when a dead-letter topic is set
+                        tp[0], tp[1], offset, cols["key"][i] if "key" in cols else None, cols["value"][i],
+                        cols["timestamp_ms"][i],
+                        headers=[(h["key"], h["value"]) for h in (cols["headers"][i] or [])] if "headers" in cols else [])
+                    if cfg.errors_deadletterqueue_topic_name:
+                        if dead_letters is None:
+                            dead_letters = DeadLetterQueue(cfg.errors_deadletterqueue_topic_name, kafka_client_config,
+                                                           bridge_name, cfg.errors_deadletterqueue_context_headers_enable)
+                        dead_letters.send(record, "VALUE_CONVERTER", exc)
+                    else:
+                        log.warning("skipping %s: %s (errors.tolerance=all, no dead-letter topic)", record.where, exc)
+                    continue
                 f = current.get(tp)
                 if f is None:
                     f = current[tp] = _OpenFile(cfg, tp[0], tp[1], offset, cols["timestamp_ms"][i] or 0)

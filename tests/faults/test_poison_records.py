@@ -123,3 +123,37 @@ def test_lite_source_message_kafka_cannot_take(stack, spark, tmp_path, unique, t
     metadata = result.asset_materializations_for_node(name)[0].metadata
     assert metadata["messages_dropped"].value == 1 and metadata["messages_written"].value == 2
     assert recorded_lite_cursors(instance, AssetKey(name)) == {0: 3}
+
+
+@pytest.mark.parametrize("tolerance", ["none", "all"])
+def test_s3_archive_value_that_cannot_be_a_line(stack, spark, tmp_path, unique, tolerance):
+    import boto3
+
+    from connectors.s3_block_gzip_sink.reader import read_from_offset
+    from tests.e2e.helpers import produce
+
+    topic, dlq, name, bucket = f"s3-poison-{unique}", f"s3-poison-dlq-{unique}", f"s3_poison_{unique}", \
+        f"s3-poison-{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    s3.create_bucket(Bucket=bucket)
+    config = {"topics": topic, "s3.bucket": bucket, "s3.prefix": "p", "s3.path_style": True, **JSON_VALUES,
+              "errors.tolerance": tolerance}
+    if tolerance == "all":
+        config["errors.deadletterqueue.topic.name"] = dlq
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector",
+                                                 "config": config}]}))
+    produce(topic, [("k1", '"line-1"'), ("k2", "{malformed"), ("k3", '"line-3"')])
+    defs = build_definitions(str(path))
+
+    result = _run(defs, name, DagsterInstance.ephemeral())
+    if tolerance == "none":
+        assert f"topic {topic} partition 0 offset 1" in _failure(result)
+        assert list(read_from_offset(s3, bucket, "p", topic, 0, 0)) == []
+        return
+    assert result.success
+    assert list(read_from_offset(s3, bucket, "p", topic, 0, 0)) == [(0, b"line-1"), (2, b"line-3")]
+    assert result.asset_materializations_for_node(name)[0].metadata["records_skipped"].value == 1
+    [dead] = _read_topic(dlq, 1)
+    assert (dead.key(), dead.value()) == (b"k2", b"{malformed")
