@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import urllib.request
 
 import boto3
@@ -53,9 +54,13 @@ def engine(request, stack, spark_remote):
     before = _cluster_applications(stack)
     if request.param == "cluster":
         yield {"BRIDGE_SPARK_MASTER": cluster["BRIDGE_SPARK_CLUSTER_MASTER"]}
-        # Each run was an application of its own, with executors on both workers.
-        finished = _cluster_applications(stack)["finished"][len(before["finished"]):]
-        assert finished and all(app["name"] == "kafka-pubsub-bridge" for app in finished)
+        # Each run was an application of its own; the master lists it as finished once its driver has
+        # said goodbye, which may come a moment after the run's process exits.
+        deadline = time.monotonic() + 30
+        while not (finished := _cluster_applications(stack)["finished"][len(before["finished"]):]):
+            assert time.monotonic() < deadline, "no application ran on the cluster"
+            time.sleep(0.5)
+        assert all(app["name"] == "kafka-pubsub-bridge" for app in finished)
     else:
         yield {name: cluster[name] for name in ("BRIDGE_SPARK_REMOTE", "BRIDGE_SPARK_REMOTE_TOKEN")}
         assert [app["name"] for app in _cluster_applications(stack)["running"]] == ["kafka-pubsub-bridge-engine"]
