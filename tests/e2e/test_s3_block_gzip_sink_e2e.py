@@ -107,6 +107,12 @@ def test_a_topic_that_gains_partitions(stack, spark, tmp_path, unique):
     materialize_bridge(defs, name)
     admin = AdminClient({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
     admin.create_partitions([NewPartitions(topic, 2)])[topic].result(30)
+    # The broker's metadata shows the new partition a moment after the call returns; a run planned
+    # before that archives it in the next run (correct, but not what this test looks at).
+    deadline = time.monotonic() + 30
+    while kafka_admin().partitions([topic]).get(topic) != [0, 1]:
+        assert time.monotonic() < deadline, "the new partition never showed in the metadata"
+        time.sleep(0.2)
     _produce(topic, 1, ["c"])
     _produce(topic, 0, ["d"])
     assert materialize_bridge(defs, name)["records_archived"].value == 2
