@@ -174,7 +174,8 @@ class LocalStack:
             if name.startswith("spark_"):  # each needs the one before it: master, workers, server, front
                 self._wait(name, checks[name])
         for name in started:
-            self._wait(name, checks[name])
+            if not name.startswith("spark_"):  # the cluster's were waited for as they started
+                self._wait(name, checks[name])
             log(f"{name}: ready" + (f" on 127.0.0.1:{self.ports()[name]}" if name in self.ports() else ""))
 
     def down(self, log: Callable[[str], None] = print,
