@@ -19,7 +19,8 @@ def build_bridge_job(bridge: Bridge):
         tags={"bridge": bridge.name},
         # One step: a subprocess per step would pay Spark's start-up twice.
         executor_def=in_process_executor,
-        description=f"Move one micro-batch for bridge {bridge.name}",
+        description=(f"Move micro-batches of bridge {bridge.name} continuously" if bridge.mode == "continuous"
+                     else f"Move one micro-batch for bridge {bridge.name}"),
         # Dagster's per-event DEBUG lines drown the console of `dagster dev`; the UI keeps them all.
         config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
     )

@@ -37,6 +37,7 @@ class SparkResource(ConfigurableResource):
                                                        "EnvVar (BRIDGE_SPARK_REMOTE_TOKEN), it is a secret")
     _instance: DagsterInstance | None = PrivateAttr(None)
     _run_id: str | None = PrivateAttr(None)
+    _open: "SparkSession | None" = PrivateAttr(None)  # the session of the batch (or loop) in progress
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._instance = context.instance
@@ -66,11 +67,18 @@ class SparkResource(ConfigurableResource):
         in the shared session (left by a run that died). A batch that ends by an exception -- a run
         terminated from the UI raises one -- interrupts its own operations; a run process that dies is
         covered by a watchdog process (Spark Connect only: a classic session's jobs die with its driver).
+
+        Nested, it yields the session already open: a continuous run opens one around its whole loop, so
+        its micro-batches do not each pay for a session check, an interrupt call and a watchdog process.
         """
         from connectors.outage import spark_connect_outages_named, task_errors_named
         from connectors.spark_session import connect_url_of, without_secrets
         from connectors.spark_watchdog import InterruptWatchdog
 
+        if self._open is not None:
+            with spark_connect_outages_named(without_secrets(self.remote or self.master)), task_errors_named():
+                yield self._open
+            return
         # A classic session has no server to lose; only Spark Connect errors are named here.
         with spark_connect_outages_named(without_secrets(self.remote or self.master)):
             spark = self.session()
@@ -84,12 +92,14 @@ class SparkResource(ConfigurableResource):
             watchdog = InterruptWatchdog(connect_url_of(self._remote_url(), spark), run_tag) if self.remote else None
             try:
                 with task_errors_named():
+                    self._open = spark
                     yield spark
             except BaseException:
                 with contextlib.suppress(Exception):
                     spark.interruptTag(run_tag)
                 raise
             finally:
+                self._open = None
                 spark.clearTags()
                 if watchdog is not None:
                     watchdog.disarm()

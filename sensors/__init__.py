@@ -51,6 +51,8 @@ def _sensor_properties(bridge: Bridge, job_name: str, kind: str, description: st
 
 
 def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+    if bridge.mode == "continuous":
+        return build_keeper_sensor(bridge, job_name)
     if bridge.connector == "CloudPubSubSourceConnector":
         return build_interval_sensor(bridge, job_name)
     if bridge.connector == "PubSubLiteSourceConnector":
@@ -72,6 +74,23 @@ def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
             run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}", tags={"bridge": bridge.name}))
 
     return _interval_sensor
+
+
+def build_keeper_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+    """For continuous bridges: keeps exactly one run alive. A run that ended (its time was up, it was
+    terminated, it failed, its process died and was fenced) is followed by a new one; failed runs in a
+    row are followed later and later (capped), each tick saying why."""
+
+    @sensor(**_sensor_properties(bridge, job_name, "keeper_sensor",
+                                 f"Keeps one continuous run of {job_name} alive"))
+    def _keeper_sensor(context: SensorEvaluationContext, bridge_lease: BridgeLeaseResource):
+        if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
+            return busy
+        # One request per ended run: a double evaluation cannot start two.
+        return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, lambda: RunRequest(
+            run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}", tags={"bridge": bridge.name}))
+
+    return _keeper_sensor
 
 
 def _request_for_position(context: SensorEvaluationContext, job_name: str, bridge: Bridge, position,

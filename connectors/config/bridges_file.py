@@ -49,14 +49,28 @@ class SensorSettings(BaseModel):
     interval_seconds: int = Field(30, ge=1, le=86_400)
 
 
+class ContinuousSettings(BaseModel):
+    """How a bridge in `mode: continuous` loops: one long-lived run moving micro-batches back to back."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # With nothing to move, look again after this long (a batch that moved records is followed at once).
+    trigger_interval_ms: int = Field(200, ge=10, le=60_000)
+    # Record the position (a materialization) at most this often, like Kafka Connect's offset flush.
+    commit_interval_ms: int = Field(5_000, ge=100, le=3_600_000)
+    # The run ends cleanly after this long and the sensor starts the next one (fresh logs, fresh clients).
+    max_run_minutes: float = Field(60, gt=0, le=7 * 24 * 60)
+
+
 class _BridgeEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = None
     connector: str | None = None
     config: dict[str, Any] | None = None
     properties: str | None = None
+    # batch: the sensor starts one run per micro-batch; continuous: one run loops micro-batches.
+    mode: Literal["batch", "continuous"] = "batch"
     batch: BatchSettings = BatchSettings()
     sensor: SensorSettings = SensorSettings()
+    continuous: ContinuousSettings = ContinuousSettings()
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,8 @@ class Bridge:
     config: ConnectorConfig
     batch: BatchSettings
     sensor: SensorSettings
+    mode: Literal["batch", "continuous"] = "batch"
+    continuous: ContinuousSettings = ContinuousSettings()
 
     @property
     def connector(self) -> str:
@@ -152,7 +168,7 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
     except ValidationError as exc:
         known = set(kind.config_model.known_keys())
         raise BridgeConfigError("\n".join(_describe(err, known) for err in exc.errors())) from None
-    return Bridge(str(name), kind, config, entry.batch, entry.sensor)
+    return Bridge(str(name), kind, config, entry.batch, entry.sensor, entry.mode, entry.continuous)
 
 
 def _read_properties(path: Path) -> dict[str, str]:

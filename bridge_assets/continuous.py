@@ -1,0 +1,110 @@
+"""Continuous mode: one long-lived run loops micro-batches and records the position every commit interval.
+
+Between commits the batches moved are added up in a `CommitWindow`; a commit is one materialization of
+the bridge's asset carrying the position after the window's last batch (every record before it was
+acknowledged by the target) and the window's totals. A run killed between commits moves the window's
+records again (at least once, as with one batch per run); nothing is lost.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from dagster import MetadataValue
+
+from bridge_assets.runners import BatchOutcome
+from connectors.config.bridges_file import ContinuousSettings
+
+
+@dataclass
+class CommitWindow:
+    """The micro-batches moved since the position was last recorded."""
+
+    opened_at: float  # monotonic seconds
+    batches: int = 0
+    moved: int = 0
+    sums: dict[str, int] = field(default_factory=dict)
+    last: BatchOutcome | None = None
+
+    def add(self, outcome: BatchOutcome) -> None:
+        self.batches += 1
+        self.moved += outcome.moved
+        for name in outcome.counters:
+            self.sums[name] = self.sums.get(name, 0) + outcome.metadata[name].value
+        self.last = outcome
+
+    def metadata(self, now: float) -> dict[str, MetadataValue]:
+        """The last batch's metadata (its position, lag, partitions) with the window's totals and rate."""
+        assert self.last is not None, "an empty window records nothing"
+        seconds = max(now - self.opened_at, 1e-6)
+        return {
+            **self.last.metadata,
+            **{name: MetadataValue.int(value) for name, value in self.sums.items()},
+            "duration_seconds": MetadataValue.float(round(seconds, 3)),
+            "records_per_second": MetadataValue.float(round(self.moved / seconds, 1)),
+            "micro_batches": MetadataValue.int(self.batches),
+        }
+
+    def line(self, now: float) -> str:
+        seconds = max(now - self.opened_at, 1e-6)
+        if not self.batches:
+            return f"nothing moved in the last {seconds:.1f}s; position recorded again"
+        return (f"{self.moved} moved in {self.batches} micro-batches over {seconds:.1f}s "
+                f"({self.moved / seconds:.0f}/s); last: {self.last.line}")
+
+
+@dataclass(frozen=True)
+class Commit:
+    metadata: dict[str, MetadataValue]
+    line: str
+    final: bool = False  # the loop's clean end: the run's own result
+
+
+def loop_batches(
+    move: Callable[[Any], BatchOutcome],
+    pending: Callable[[Any], bool],
+    position: Any,
+    settings: ContinuousSettings,
+    on_warning: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[Commit]:
+    """Move micro-batches until `max_run_minutes`, yielding a Commit at most every commit interval and a
+    last one when the loop ends; an exception (a failed batch, the run terminated) first yields the
+    commit of what was moved before it, then goes on up. The first batch moves without asking `pending`;
+    a batch that moved records is followed at once, an empty look waits the trigger interval."""
+    trigger_s, commit_s = settings.trigger_interval_ms / 1000, settings.commit_interval_ms / 1000
+    deadline = clock() + settings.max_run_minutes * 60
+    window, last_committed = CommitWindow(clock()), None  # the loop moves at least once: never None at the end
+    look_first = False
+    try:
+        while clock() < deadline:
+            started = clock()
+            if not look_first or pending(position):
+                outcome = move(position)
+                if outcome.moved or outcome.position != position:  # an empty batch is not worth a commit
+                    window.add(outcome)
+                position = outcome.position
+                for warning in outcome.warnings:
+                    on_warning(warning)
+                look_first = outcome.moved == 0
+            else:
+                look_first = True
+            now = clock()
+            if window.batches and now - window.opened_at >= commit_s:
+                yield Commit(window.metadata(now), window.line(now))
+                last_committed, window = window.last, CommitWindow(now)
+            if look_first:
+                sleep(max(0.0, trigger_s - (clock() - started)))
+    except GeneratorExit:  # the consumer stopped listening: nothing can be yielded any more
+        raise
+    except BaseException:
+        if window.batches:
+            yield Commit(window.metadata(clock()), window.line(clock()))
+        raise
+    if not window.batches:  # a clean end records once more, with nothing new moved since the last commit
+        window = CommitWindow(window.opened_at, sums=dict.fromkeys(last_committed.counters, 0), last=last_committed)
+    now = clock()
+    yield Commit(window.metadata(now), window.line(now), final=True)

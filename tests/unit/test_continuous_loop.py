@@ -1,0 +1,98 @@
+"""The continuous loop's pure logic: when it moves, when it commits, what a commit carries."""
+
+from __future__ import annotations
+
+import pytest
+from dagster import MetadataValue
+
+from bridge_assets.continuous import loop_batches
+from bridge_assets.runners import BatchOutcome
+from connectors.config.bridges_file import ContinuousSettings
+
+
+class FakeTime:
+    def __init__(self):
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Source:
+    """Records arrive in `arrivals` (time -> count); a batch moves what has arrived and takes 0.1 s."""
+
+    def __init__(self, time: FakeTime, arrivals: dict[float, int], fail_at: float | None = None):
+        self.time, self.arrivals, self.fail_at = time, arrivals, fail_at
+        self.moves = self.looks = 0
+
+    def available(self, position: int) -> int:
+        return sum(n for at, n in self.arrivals.items() if at <= self.time.now) - position
+
+    def pending(self, position: int) -> bool:
+        self.looks += 1
+        return self.available(position) > 0
+
+    def move(self, position: int) -> BatchOutcome:
+        self.moves += 1
+        if self.fail_at is not None and self.time.now >= self.fail_at:
+            raise RuntimeError("target down")
+        n = self.available(position)
+        self.time.now += 0.1
+        return BatchOutcome(n, position + n, {"offset": MetadataValue.int(position + n),
+                                              "records": MetadataValue.int(n)}, ("records",), f"{n} moved")
+
+
+def run(source: Source, time: FakeTime, **settings):
+    loop = loop_batches(source.move, source.pending, 0, ContinuousSettings(**settings), lambda w: None,
+                        clock=time.clock, sleep=time.sleep)
+    return list(loop)
+
+
+def test_commits_carry_the_position_after_the_window_and_its_totals():
+    time = FakeTime()
+    source = Source(time, {0: 100, 3: 50, 4: 25})
+    commits = run(source, time, trigger_interval_ms=200, commit_interval_ms=2000, max_run_minutes=0.2)
+    positions = [c.metadata["offset"].value for c in commits]
+    assert positions == sorted(positions) and positions[-1] == 175
+    assert sum(c.metadata["records"].value for c in commits) == 175  # each record counted in exactly one commit
+    assert commits[-1].final and not any(c.final for c in commits[:-1])
+    # windows are at least the commit interval apart, so the event log grows per interval, not per batch
+    assert len(commits) <= 12 * 1000 // 2000 + 1
+
+
+def test_idle_loop_only_looks_every_trigger_interval_and_does_not_commit():
+    time = FakeTime()
+    source = Source(time, {0: 10})
+    commits = run(source, time, trigger_interval_ms=500, commit_interval_ms=1000, max_run_minutes=1)
+    assert source.moves == 2  # the first batch, and the one right after it (found nothing)
+    assert 100 <= source.looks <= 121  # 60 s / 0.5 s
+    assert len(commits) == 2 and commits[0].metadata["records"].value == 10
+    assert commits[1].final and commits[1].metadata["records"].value == 0 and commits[1].metadata["offset"].value == 10
+
+
+def test_a_failing_batch_first_commits_what_moved_before_it():
+    time = FakeTime()
+    source = Source(time, {0: 10, 0.5: 5, 1.0: 1}, fail_at=1.0)
+    loop = loop_batches(source.move, source.pending, 0, ContinuousSettings(commit_interval_ms=60_000),
+                        lambda w: None, clock=time.clock, sleep=time.sleep)
+    commit = next(loop)
+    assert commit.metadata["offset"].value == 15 and not commit.final
+    with pytest.raises(RuntimeError, match="target down"):
+        next(loop)
+
+
+def test_a_termination_between_batches_commits_and_goes_on_up():
+    time = FakeTime()
+    source = Source(time, {0: 10})
+
+    def interrupted_sleep(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    loop = loop_batches(source.move, source.pending, 0, ContinuousSettings(), lambda w: None,
+                        clock=time.clock, sleep=interrupted_sleep)
+    assert next(loop).metadata["offset"].value == 10
+    with pytest.raises(KeyboardInterrupt):
+        next(loop)
