@@ -8,6 +8,9 @@ records again (at least once, as with one batch per run); nothing is lost.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -50,7 +53,7 @@ class CommitWindow:
     def line(self, now: float) -> str:
         seconds = max(now - self.opened_at, 1e-6)
         if not self.batches:
-            return f"nothing moved in the last {seconds:.1f}s; position recorded again"
+            return f"nothing moved in the last {seconds:.1f}s"
         return (f"{self.moved} moved in {self.batches} micro-batches over {seconds:.1f}s "
                 f"({self.moved / seconds:.0f}/s); last: {self.last.line}")
 
@@ -68,34 +71,37 @@ def loop_batches(
     position: Any,
     settings: ContinuousSettings,
     on_warning: Callable[[str], None],
+    stop: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] | None = None,
 ) -> Iterator[Commit]:
-    """Move micro-batches until `max_run_minutes`, yielding a Commit at most every commit interval and a
-    last one when the loop ends; an exception (a failed batch, the run terminated) first yields the
-    commit of what was moved before it, then goes on up. The first batch moves without asking `pending`;
-    a batch that moved records is followed at once, an empty look waits the trigger interval."""
+    """Move micro-batches until `max_run_minutes` or `stop` is set, yielding a Commit at most every commit
+    interval and a last one when the loop ends; an exception (a failed batch) first yields the commit of
+    what was moved before it, then goes on up. The first batch moves without asking `pending`; a batch
+    that moved records is followed at once, an empty look waits the trigger interval (or until `stop`)."""
+    stop = stop or threading.Event()
+    sleep = sleep or stop.wait
     trigger_s, commit_s = settings.trigger_interval_ms / 1000, settings.commit_interval_ms / 1000
     deadline = clock() + settings.max_run_minutes * 60
-    window, last_committed = CommitWindow(clock()), None  # the loop moves at least once: never None at the end
+    window, latest = CommitWindow(clock()), None  # latest: the last batch's outcome, empty or not
     look_first = False
     try:
-        while clock() < deadline:
+        while latest is None or (clock() < deadline and not stop.is_set()):
             started = clock()
             if not look_first or pending(position):
-                outcome = move(position)
-                if outcome.moved or outcome.position != position:  # an empty batch is not worth a commit
-                    window.add(outcome)
-                position = outcome.position
-                for warning in outcome.warnings:
+                latest = move(position)
+                if latest.moved or latest.position != position:  # an empty batch is not worth a commit
+                    window.add(latest)
+                position = latest.position
+                for warning in latest.warnings:
                     on_warning(warning)
-                look_first = outcome.moved == 0
+                look_first = latest.moved == 0
             else:
                 look_first = True
             now = clock()
             if window.batches and now - window.opened_at >= commit_s:
                 yield Commit(window.metadata(now), window.line(now))
-                last_committed, window = window.last, CommitWindow(now)
+                window = CommitWindow(now)
             if look_first:
                 sleep(max(0.0, trigger_s - (clock() - started)))
     except GeneratorExit:  # the consumer stopped listening: nothing can be yielded any more
@@ -105,6 +111,42 @@ def loop_batches(
             yield Commit(window.metadata(clock()), window.line(clock()))
         raise
     if not window.batches:  # a clean end records once more, with nothing new moved since the last commit
-        window = CommitWindow(window.opened_at, sums=dict.fromkeys(last_committed.counters, 0), last=last_committed)
+        window = CommitWindow(window.opened_at, sums=dict.fromkeys(latest.counters, 0), last=latest)
     now = clock()
     yield Commit(window.metadata(now), window.line(now), final=True)
+
+
+@contextlib.contextmanager
+def termination_sets(stop: threading.Event) -> Iterator[None]:
+    """Inside, a termination (SIGINT or SIGTERM: what Dagster's run termination and Ctrl-C send) sets
+    `stop`, so the loop ends after the micro-batch in progress and records its position, instead of
+    throwing that batch away mid-flight (its records would then be moved again). A second signal goes to
+    the handler that was there before (Dagster's, which interrupts at once). Dagster installs its own
+    handler each time it resumes the asset's body, so this is entered around each step of the loop."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handle(signum, frame):
+        if stop.is_set() and callable(before[signum]):
+            before[signum](signum, frame)
+        stop.set()
+
+    for sig in before:
+        signal.signal(sig, handle)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def commits_until_terminated(commits: Iterator[Commit], stop: threading.Event) -> Iterator[Commit]:
+    """The loop's commits, the loop itself running with `termination_sets(stop)` and the consumer without."""
+    while True:
+        with termination_sets(stop):
+            commit = next(commits, None)
+        if commit is None:
+            return
+        yield commit

@@ -5,6 +5,8 @@
 """
 
 import contextlib
+import dataclasses
+import threading
 from typing import Iterator
 
 from dagster import (
@@ -80,17 +82,22 @@ def _one_batch_asset(bridge: Bridge, runner: BridgeRunner) -> AssetsDefinition:
 
 
 def _continuous_asset(bridge: Bridge, runner: BridgeRunner) -> AssetsDefinition:
-    from bridge_assets.continuous import loop_batches
+    from bridge_assets.continuous import commits_until_terminated, loop_batches
+
+    # A micro-batch that pulls for longer than a commit interval would hold back the commits.
+    looping = dataclasses.replace(bridge, batch=bridge.batch.model_copy(
+        update={"max_seconds": bridge.batch.max_seconds or bridge.continuous.commit_interval_ms / 1000}))
 
     @asset(**_asset_properties(bridge, runner))
     def _bridge(context: AssetExecutionContext):
         resource = getattr(context.resources, runner.resource_key)
         with _holding_lease(context, bridge) as lease, resource.spark.batch_session(bridge.name):
             position = runner.recorded(context.instance, context.asset_key)
-            pending = runner.watcher(resource, bridge)
-            commits = loop_batches(lambda at: runner.move(resource, bridge, at), pending, position,
-                                   bridge.continuous, context.log.warning)
-            for commit in commits:
+            pending = runner.watcher(resource, looping)
+            stop = threading.Event()
+            commits = loop_batches(lambda at: runner.move(resource, looping, at), pending, position,
+                                   looping.continuous, context.log.warning, stop)
+            for commit in commits_until_terminated(commits, stop):
                 lease.check()  # a fenced run records nothing
                 context.log.info(commit.line)
                 if commit.final:

@@ -51,7 +51,7 @@ def run_source_batch(
     # Streaming pull: one stream per Spark task, cps.streamingPull.parallelStreams of them.
     tasks = config.streaming_pull_parallel_streams if config.streaming_pull_enabled else batch.parallelism
     task = SourceTask(config, connection, kafka.connection.librdkafka_config(), math.ceil(batch.max_records / tasks),
-                      batch.outage_timeout_seconds)
+                      batch.outage_timeout_seconds, batch.max_seconds)
     slots = spark.range(0, tasks, 1, tasks).selectExpr("CAST(id AS INT) AS slot")
     rows = slots.mapInArrow(functools.partial(pull_and_deliver, task), SUMMARY_SCHEMA).collect()
     result = SourceBatchResult()

@@ -39,6 +39,10 @@ class SourceTask:
     kafka_client_config: dict[str, str]
     quota: int  # messages one task pulls at most
     outage_timeout_s: float = 30
+    max_seconds: float | None = None  # pulls no longer than this (continuous mode: a commit interval)
+
+    def has_time(self, started: float) -> bool:
+        return self.max_seconds is None or time.monotonic() - started < self.max_seconds
 
 
 def ack_id_chunks(ack_ids: list[str], limit: int = MAX_ACK_REQUEST_BYTES) -> Iterator[list[str]]:
@@ -113,7 +117,8 @@ def _pull_retry(outage_timeout_s: float):
 def _unary_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery") -> None:
     """Pull with cps.maxBatchSize until the subscription has nothing more or the quota is reached."""
     cfg = task.config
-    while delivery.totals["pulled"] < task.quota:
+    started = time.monotonic()
+    while delivery.totals["pulled"] < task.quota and task.has_time(started):
         response = subscriber.pull(
             subscription=path, max_messages=min(cfg.cps_max_batch_size, task.quota - delivery.totals["pulled"]),
             timeout=PULL_TIMEOUT_S, retry=_pull_retry(task.outage_timeout_s),
@@ -146,8 +151,9 @@ def _streaming_pull(task: SourceTask, subscriber, path: str, converter, delivery
         max_duration_per_lease_extension=cfg.streaming_pull_max_ms_per_ack_extension / 1000,
     )
     stream = subscriber.subscribe(path, callback=arrived.put, flow_control=flow)
+    started = time.monotonic()
     try:
-        while delivery.totals["pulled"] < task.quota:
+        while delivery.totals["pulled"] < task.quota and task.has_time(started):
             try:
                 batch = [arrived.get(timeout=STREAM_IDLE_S)]
             except queue.Empty:

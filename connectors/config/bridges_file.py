@@ -41,6 +41,9 @@ class BatchSettings(BaseModel):
     parallelism: int = Field(2, ge=1, le=64)
     # Kafka, Pub/Sub, Lite or S3 silent this long fails the run with one line naming it.
     outage_timeout_seconds: int = Field(30, ge=5, le=3600)
+    # Cloud Pub/Sub source: a micro-batch stops pulling after this long, even while messages keep coming
+    # (default: only at max_records or an empty pull). Continuous mode sets it to the commit interval.
+    max_seconds: float | None = Field(None, gt=0, le=86_400)
 
 
 class SensorSettings(BaseModel):

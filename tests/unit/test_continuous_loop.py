@@ -96,3 +96,31 @@ def test_a_termination_between_batches_commits_and_goes_on_up():
     assert next(loop).metadata["offset"].value == 10
     with pytest.raises(KeyboardInterrupt):
         next(loop)
+
+
+def test_a_stop_during_a_batch_ends_the_loop_after_it_with_its_position_recorded():
+    import threading
+
+    time = FakeTime()
+    source = Source(time, {0: 10, 1.0: 7})
+    stop = threading.Event()
+    move = source.move
+
+    def move_then_stop(position):
+        outcome = move(position)
+        if outcome.moved == 7:
+            stop.set()  # the termination arrives while this batch is in flight
+        return outcome
+
+    commits = list(loop_batches(move_then_stop, source.pending, 0, ContinuousSettings(commit_interval_ms=60_000),
+                                lambda w: None, stop, clock=time.clock, sleep=time.sleep))
+    assert [c.final for c in commits] == [True]
+    assert commits[0].metadata["offset"].value == 17 and commits[0].metadata["records"].value == 17
+    assert time.now < 2
+
+
+def test_a_loop_that_never_moved_anything_still_ends_with_its_position():
+    time = FakeTime()
+    source = Source(time, {})
+    commits = run(source, time, max_run_minutes=0.05)
+    assert len(commits) == 1 and commits[0].final and commits[0].metadata["records"].value == 0
