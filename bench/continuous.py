@@ -1,0 +1,370 @@
+"""Continuous mode, as users run it: one `dagster asset materialize` of a `mode: continuous` bridge on the
+warm engine, while a steady producer writes timestamped records (the value is the send time). Latency is
+send -> arrival: Pub/Sub pull time (Cloud sink), the Lite server's publish time (Lite sink), the S3 cursor
+object passing the record's offset (archive), the Kafka broker's LogAppendTime (both sources). Then the
+bridge idles: CPU of the run's process tree and of the engine's over 20 s, as % of one core.
+
+The Java connector (seed defaults, tasks.max=2) runs the Cloud sink row's same harness beside it.
+
+    python -m bench.continuous [--seconds 120] [--rate 1000]   (a stack of its own, like python -m bench)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import yaml
+
+from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, lite_topic, pubsub_topic, unique_name
+from bench.process_memory import tree_cpu_seconds
+from bridgectl.paths import PROJECT_ROOT
+
+PARTITIONS = 4
+CONTINUOUS = {"trigger_interval_ms": 200, "commit_interval_ms": 5000, "max_run_minutes": 30}
+IDLE_SECONDS = 20
+
+
+@contextmanager
+def continuous_run(entry: dict, remote: str) -> Iterator[subprocess.Popen]:
+    """The bridge in `mode: continuous`, run as a user runs it, until the block ends (then terminated)."""
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        work = Path(tmp)
+        (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
+            {**entry, "mode": "continuous", "continuous": CONTINUOUS}]}))
+        home = work / "dagster_home"
+        home.mkdir()
+        shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+        env = {**os.environ, "BRIDGES_FILE": str(work / "bridges.yaml"), "DAGSTER_HOME": str(home),
+               "BRIDGE_SPARK_REMOTE": remote}
+        log = work / "run.log"
+        run = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
+                                "-m", "bridge_assets", "--select", entry["name"]], env=env, cwd=PROJECT_ROOT,
+                               stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while "STEP_START" not in log.read_text(errors="replace"):
+                if run.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the continuous run did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.2)
+            time.sleep(3)  # its first (empty) batch
+            yield run
+        finally:
+            os.killpg(run.pid, signal.SIGINT)
+            try:
+                run.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(run.pid, signal.SIGKILL)
+
+
+def steady(send: Callable[[float], None], rate: float, seconds: float) -> int:
+    """Calls send(now) `rate` times a second for `seconds`, in small bursts; returns how many."""
+    sent, started = 0, time.time()
+    while (now := time.time()) - started < seconds:
+        due = int((now - started) * rate)
+        while sent < due:
+            send(time.time())
+            sent += 1
+        time.sleep(0.005)
+    return sent
+
+
+def kafka_producer(**extra):
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "linger.ms": 5, "log_level": 3,
+                     **extra})
+
+
+def produce_steady(topic: str, rate: float, seconds: float, on_delivery=None) -> int:
+    producer = kafka_producer()
+
+    def send(now: float) -> None:
+        producer.produce(topic, value=repr(now).encode(), on_delivery=on_delivery)
+        producer.poll(0)
+
+    sent = steady(send, rate, seconds)
+    producer.flush(30)
+    return sent
+
+
+def summary(latencies: list[float], sent: int) -> dict:
+    if len(latencies) < sent:
+        raise RuntimeError(f"only {len(latencies)} of {sent} records arrived")
+    cuts = statistics.quantiles(latencies, n=100)
+    return {"records": sent, "p50_s": round(statistics.median(latencies), 3), "p99_s": round(cuts[98], 3),
+            "max_s": round(max(latencies), 3)}
+
+
+def idle_cpu(run_pid: int, engine_pid: int | None) -> dict:
+    """% of one core used by the run's process tree and by the engine's while nothing moves."""
+    time.sleep(8)  # the last commit and the run's settling
+    pids = [run_pid] + ([engine_pid] if engine_pid else [])
+    before = [tree_cpu_seconds(pid) for pid in pids]
+    time.sleep(IDLE_SECONDS)
+    after = [tree_cpu_seconds(pid) for pid in pids]
+    shares = [round(100 * (a - b) / IDLE_SECONDS, 1) for a, b in zip(after, before)]
+    return {"idle_run_cpu_pct": shares[0], "idle_engine_cpu_pct": shares[1] if engine_pid else None}
+
+
+class PubSubArrivals(threading.Thread):
+    """Pulls a subscription and records (pull time - send time in the message)."""
+
+    def __init__(self, subscription: str):
+        super().__init__(daemon=True)
+        from google.cloud import pubsub_v1
+
+        self.client, self.subscription, self.latencies = pubsub_v1.SubscriberClient(), subscription, []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            response = self.client.pull(subscription=self.subscription, max_messages=1000, return_immediately=True)
+            now = time.time()
+            if not response.received_messages:
+                self.halt.wait(0.02)
+                continue
+            self.client.acknowledge(subscription=self.subscription,
+                                    ack_ids=[m.ack_id for m in response.received_messages])
+            self.latencies += [now - float(m.message.data.decode()) for m in response.received_messages]
+
+    def wait_for(self, count: int, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(self.latencies) < count and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.halt.set()
+        self.join(15)
+
+
+def kafka_arrivals(topic: str, count: int, timeout_s: float = 120) -> list[float]:
+    """LogAppendTime - send time, for the first `count` records of a topic."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": unique_name("lat"),
+                         "enable.auto.commit": False, "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    latencies: list[float] = []
+    deadline = time.monotonic() + timeout_s
+    while len(latencies) < count and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error() is None:
+                latencies.append(message.timestamp()[1] / 1000 - float(message.value().decode()))
+    consumer.close()
+    return latencies
+
+
+def cloud_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
+    fresh_pubsub()
+    topic = kafka_topic(unique_name("cont-cps"), PARTITIONS)
+    _, subscription = pubsub_topic(topic)
+    arrivals = PubSubArrivals(subscription)
+    arrivals.start()
+    entry = {"name": "cont_cloud_sink", "connector": "CloudPubSubSinkConnector", "batch": {"initial_offsets": "latest"},
+             "config": {"topics": topic, "cps.project": PROJECT, "cps.topic": topic,
+                        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}
+    with continuous_run(entry, remote) as run:
+        sent = produce_steady(topic, rate, seconds)
+        arrivals.wait_for(sent)
+        return summary(arrivals.latencies, sent) | idle_cpu(run.pid, engine_pid)
+
+
+def java_cloud_sink(rate: float, seconds: float) -> dict:
+    """The same harness against the Java connector (seed defaults, tasks.max=2) in a Connect worker."""
+    from bench.java_reference import java_reference
+
+    fresh_pubsub()
+    topic = kafka_topic(unique_name("cont-java"), PARTITIONS)
+    _, subscription = pubsub_topic(topic)
+    folder = BENCH_STACK_HOME / "java-continuous"
+    shutil.rmtree(folder, ignore_errors=True)
+    with java_reference(folder) as reference:
+        worker, log = reference._start(unique_name("java-cont"), {
+            "connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector", "tasks.max": "2",
+            "topics": topic, "cps.project": PROJECT, "cps.topic": topic})
+        try:
+            deadline = time.monotonic() + 120
+            while "Adding newly assigned partitions" not in log.read_text(errors="replace"):
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the Java worker did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.2)
+            arrivals = PubSubArrivals(subscription)
+            arrivals.start()
+            sent = produce_steady(topic, rate, seconds)
+            arrivals.wait_for(sent)
+            result = summary(arrivals.latencies, sent)
+            time.sleep(8)
+            before = tree_cpu_seconds(worker.pid)
+            time.sleep(IDLE_SECONDS)
+            result["idle_run_cpu_pct"] = round(100 * (tree_cpu_seconds(worker.pid) - before) / IDLE_SECONDS, 1)
+            return result
+        finally:
+            worker.terminate()
+            worker.wait(30)
+
+
+def lite_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
+    from tests.e2e.lite_helpers import read_lite_partition
+
+    topic = kafka_topic(unique_name("cont-lite"), PARTITIONS)
+    lite, subscription = lite_topic(topic, PARTITIONS)
+    entry = {"name": "cont_lite_sink", "connector": "PubSubLiteSinkConnector", "batch": {"initial_offsets": "latest"},
+             "config": {"topics": topic, "pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
+                        "pubsublite.topic": topic}}
+    with continuous_run(entry, remote) as run:
+        delivered: dict[int, int] = {}
+        sent = produce_steady(topic, rate, seconds,
+                              on_delivery=lambda err, m: delivered.__setitem__(m.partition(), delivered.get(m.partition(), 0) + 1))
+        stats = lite_connection().topic_stats_service(lite.location.region)
+        deadline = time.monotonic() + 120
+        while sum(stats.compute_head_cursor(request={"topic": str(lite), "partition": p}).head_cursor.offset
+                  for p in range(PARTITIONS)) < sent and time.monotonic() < deadline:
+            time.sleep(0.5)
+        idle = idle_cpu(run.pid, engine_pid)
+    latencies = [m.publish_time.ToNanoseconds() / 1e9 - float(m.message.data.decode())
+                 for p, n in delivered.items() for m in read_lite_partition(subscription, p, n)]
+    return summary(latencies, sent) | idle
+
+
+def archive(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
+    import boto3
+
+    from connectors.s3_block_gzip_sink.layout import cursor_key
+
+    topic = kafka_topic(unique_name("cont-arch"), PARTITIONS)
+    bucket = unique_name("cont-arch")
+    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    s3.create_bucket(Bucket=bucket)
+    entry = {"name": "cont_archive", "connector": "S3BlockGzipSinkConnector", "batch": {"initial_offsets": "latest"},
+             "config": {"topics": topic, "s3.bucket": bucket, "s3.prefix": "c", "s3.path_style": True,
+                        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}
+    sent_at: dict[tuple[int, int], float] = {}
+    seen: list[tuple[float, int, int]] = []  # (time, partition, next_offset) as the cursor objects move
+    halt = threading.Event()
+
+    def watch_cursors() -> None:
+        while not halt.is_set():
+            for p in range(PARTITIONS):
+                try:
+                    doc = json.loads(s3.get_object(Bucket=bucket, Key=cursor_key("c", topic, p))["Body"].read())
+                    seen.append((time.time(), p, int(doc["next_offset"])))
+                except s3.exceptions.NoSuchKey:
+                    pass
+            halt.wait(0.05)
+
+    def delivered(err, message) -> None:
+        sent_at[(message.partition(), message.offset())] = float(message.value().decode())
+
+    with continuous_run(entry, remote) as run:
+        watcher = threading.Thread(target=watch_cursors, daemon=True)
+        watcher.start()
+        sent = produce_steady(topic, rate, seconds, on_delivery=delivered)
+        deadline = time.monotonic() + 120
+        ends = {}
+        while time.monotonic() < deadline:
+            ends = {p: max((o for _, q, o in seen if q == p), default=0) for p in range(PARTITIONS)}
+            if all(ends[p] > max((o for q, o in sent_at if q == p), default=-1) for p in range(PARTITIONS)):
+                break
+            time.sleep(0.5)
+        halt.set()
+        watcher.join(5)
+        idle = idle_cpu(run.pid, engine_pid)
+    latencies = []
+    for (p, offset), at in sent_at.items():
+        arrival = next(t for t, q, o in seen if q == p and o > offset)
+        latencies.append(arrival - at)
+    return summary(latencies, sent) | idle
+
+
+def cloud_source(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
+    from google.cloud import pubsub_v1
+
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    fresh_pubsub()
+    name = unique_name("cont-src")
+    topic, subscription = pubsub_topic(name)
+    KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"])).create_topic(
+        name, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    entry = {"name": "cont_cloud_source", "connector": "CloudPubSubSourceConnector",
+             "config": {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
+                        "kafka.topic": name}}
+    publisher = pubsub_v1.PublisherClient(pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.005))
+    with continuous_run(entry, remote) as run:
+        futures = []
+        sent = steady(lambda now: futures.append(publisher.publish(topic, repr(now).encode())), rate, seconds)
+        [f.result(60) for f in futures]
+        latencies = kafka_arrivals(name, sent)
+        return summary(latencies, sent) | idle_cpu(run.pid, engine_pid)
+
+
+def lite_source(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
+    from google.cloud.pubsublite.cloudpubsub import PublisherClient
+
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    name = unique_name("cont-lsrc")
+    lite, subscription = lite_topic(name, PARTITIONS)
+    KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"])).create_topic(
+        name, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    entry = {"name": "cont_lite_source", "connector": "PubSubLiteSourceConnector",
+             "config": {"pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
+                        "pubsublite.subscription": subscription.name, "kafka.topic": name}}
+    with continuous_run(entry, remote) as run, \
+            PublisherClient(**lite_connection().client_kwargs(lite.location.region)) as publisher:
+        futures = []
+        sent = steady(lambda now: futures.append(publisher.publish(lite, repr(now).encode())), rate, seconds)
+        [f.result(60) for f in futures]
+        latencies = kafka_arrivals(name, sent)
+        return summary(latencies, sent) | idle_cpu(run.pid, engine_pid)
+
+
+ROWS = {
+    "CloudPubSubSinkConnector": cloud_sink,
+    "PubSubLiteSinkConnector": lite_sink,
+    "S3BlockGzipSinkConnector": archive,
+    "CloudPubSubSourceConnector": cloud_source,
+    "PubSubLiteSourceConnector": lite_source,
+}
+
+
+def measure_continuous(stack, rate: float, seconds: float, log: Callable[[str], None] = print) -> dict:
+    remote = stack.env()["BRIDGE_SPARK_REMOTE"]
+    engine_pid = {s.name: s.pid for s in stack.status()}["spark"]
+    results = {"rate_per_s": rate, "seconds": seconds, "settings": CONTINUOUS, "rows": {}}
+    log("continuous mode: Java reference, Cloud Pub/Sub sink ...")
+    results["java_cloud_sink"] = java_cloud_sink(rate, seconds)
+    for connector, measure in ROWS.items():
+        log(f"continuous mode: {connector} ...")
+        results["rows"][connector] = measure(remote, engine_pid, rate, seconds)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=120)
+    parser.add_argument("--rate", type=float, default=1000)
+    parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "continuous.json"))
+    args = parser.parse_args()
+    with bench_stack() as stack:
+        results = measure_continuous(stack, args.rate, args.seconds)
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The sensor of a continuous bridge keeps exactly one run alive (no servers: it only reads run records)."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+
+from dagster import DagsterInstance, DagsterRunStatus, RunRequest, SkipReason, build_sensor_context
+from dagster._core.storage.dagster_run import DagsterRun
+
+from connectors.config.bridges_file import load_bridges
+from resources.lease import BridgeLeaseResource
+from sensors import build_bridge_sensor
+
+JOB = "keep_me_job"
+
+
+def continuous_bridge(tmp_path):
+    path = tmp_path / "bridges.yaml"
+    path.write_text(textwrap.dedent("""\
+        bridges:
+          - name: keep_me
+            connector: CloudPubSubSinkConnector
+            mode: continuous
+            config: {topics: t, cps.project: p, cps.topic: t}
+            continuous: {commit_interval_ms: 2000}
+        """))
+    [bridge] = load_bridges(path)
+    return bridge
+
+
+def evaluate(instance, sensor, cursor=None):
+    context = build_sensor_context(instance=instance, cursor=cursor,
+                                   resources={"bridge_lease": BridgeLeaseResource()})
+    return sensor(context)
+
+
+def add_run(instance, status: DagsterRunStatus) -> str:
+    run_id = str(uuid.uuid4())
+    instance.add_run(DagsterRun(job_name=JOB, run_id=run_id, status=status, tags={"bridge": "keep_me"}))
+    return run_id
+
+
+def test_the_continuous_bridge_gets_the_keeper_sensor_and_its_settings(tmp_path):
+    bridge = continuous_bridge(tmp_path)
+    assert bridge.mode == "continuous" and bridge.continuous.commit_interval_ms == 2000
+    assert bridge.continuous.trigger_interval_ms == 200  # the default
+    assert build_bridge_sensor(bridge, JOB).name == "keep_me_keeper_sensor"
+
+
+def test_one_run_is_started_and_none_while_it_lives_and_a_new_one_after_it_ended(tmp_path):
+    sensor = build_bridge_sensor(continuous_bridge(tmp_path), JOB)
+    with DagsterInstance.ephemeral() as instance:
+        first = evaluate(instance, sensor)
+        assert isinstance(first, RunRequest) and first.tags["bridge"] == "keep_me"
+        running = add_run(instance, DagsterRunStatus.STARTED)
+        assert isinstance(evaluate(instance, sensor), SkipReason)
+        # The run ended (terminated, or its time was up): a new one, under a new key.
+        instance.report_run_canceled(instance.get_run_by_id(running))
+        again = evaluate(instance, sensor)
+        assert isinstance(again, RunRequest) and again.run_key != first.run_key
+        assert again.run_key == f"after-{running}"  # a double evaluation asks for the same run only once
+
+
+def test_failed_runs_are_followed_later_and_later(tmp_path):
+    sensor = build_bridge_sensor(continuous_bridge(tmp_path), JOB)
+    with DagsterInstance.ephemeral() as instance:
+        for _ in range(2):
+            instance.report_run_failed(instance.get_run_by_id(add_run(instance, DagsterRunStatus.STARTED)))
+        skipped = evaluate(instance, sensor)
+        assert isinstance(skipped, SkipReason) and "the last 2 runs of this bridge failed" in skipped.skip_message
