@@ -224,17 +224,19 @@ def lite_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict
              "config": {"topics": topic, "pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
                         "pubsublite.topic": topic}}
     with continuous_run(entry, remote) as run:
-        delivered: dict[int, int] = {}
-        sent = produce_steady(topic, rate, seconds,
-                              on_delivery=lambda err, m: delivered.__setitem__(m.partition(), delivered.get(m.partition(), 0) + 1))
+        sent = produce_steady(topic, rate, seconds)
         stats = lite_connection().topic_stats_service(lite.location.region)
+
+        def heads() -> dict[int, int]:
+            return {p: stats.compute_head_cursor(request={"topic": str(lite), "partition": p}).head_cursor.offset
+                    for p in range(PARTITIONS)}
+
         deadline = time.monotonic() + 120
-        while sum(stats.compute_head_cursor(request={"topic": str(lite), "partition": p}).head_cursor.offset
-                  for p in range(PARTITIONS)) < sent and time.monotonic() < deadline:
+        while sum(heads().values()) < sent and time.monotonic() < deadline:
             time.sleep(0.5)
         idle = idle_cpu(run.pid, engine_pid)
     latencies = [m.publish_time.ToNanoseconds() / 1e9 - float(m.message.data.decode())
-                 for p, n in delivered.items() for m in read_lite_partition(subscription, p, n)]
+                 for p, n in heads().items() for m in read_lite_partition(subscription, p, n)]
     return summary(latencies, sent) | idle
 
 

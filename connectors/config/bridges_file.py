@@ -135,7 +135,7 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
     try:
         entry = _BridgeEntry.model_validate(raw)
     except ValidationError as exc:
-        raise BridgeConfigError("\n".join(_describe(err, set()) for err in exc.errors())) from None
+        raise BridgeConfigError("\n".join(_describe(err, _entry_keys()) for err in exc.errors())) from None
     if (entry.config is None) == (entry.properties is None):
         raise BridgeConfigError("give exactly one of 'config:' and 'properties:'")
 
@@ -172,6 +172,14 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
         known = set(kind.config_model.known_keys())
         raise BridgeConfigError("\n".join(_describe(err, known) for err in exc.errors())) from None
     return Bridge(str(name), kind, config, entry.batch, entry.sensor, entry.mode, entry.continuous)
+
+
+def _entry_keys() -> set[str]:
+    """Every key an entry may have, dotted as pydantic reports them (`batch.max_records`), for "did you mean"."""
+    keys = set(_BridgeEntry.model_fields)
+    for section in ("batch", "sensor", "continuous"):
+        keys |= {f"{section}.{field}" for field in _BridgeEntry.model_fields[section].annotation.model_fields}
+    return keys
 
 
 def _read_properties(path: Path) -> dict[str, str]:

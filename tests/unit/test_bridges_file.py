@@ -163,3 +163,21 @@ def test_cps_use_emulator_key_loads_and_names_the_emulator(monkeypatch):
         PubSubResource().connection_for(config)
     assert PubSubResource().connection_for(CloudPubSubSinkConfig.model_validate(
         {"topics": "t", "cps.project": "p", "cps.topic": "c"})).emulator_host is None
+
+
+def test_typos_in_the_entry_and_its_sections_get_did_you_mean(tmp_path):
+    path = write(tmp_path, """\
+        bridges:
+          - name: b
+            connector: CloudPubSubSinkConnector
+            mdoe: continuous
+            config: {topics: t, cps.project: p, cps.topic: t}
+            continuous: {commit_intervall_ms: 1000}
+            batch: {max_record: 5}
+        """)
+    with pytest.raises(BridgeConfigError) as exc:
+        load_bridges(path)
+    message = str(exc.value)
+    assert "key 'mdoe': unknown key (did you mean 'mode'?)" in message
+    assert "key 'continuous.commit_intervall_ms': unknown key (did you mean 'continuous.commit_interval_ms'?)" in message
+    assert "key 'batch.max_record': unknown key (did you mean 'batch.max_records'?)" in message
