@@ -50,7 +50,8 @@ def continuous_run(entry: dict, remote: str) -> Iterator[subprocess.Popen]:
         shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
         env = {**os.environ, "BRIDGES_FILE": str(work / "bridges.yaml"), "DAGSTER_HOME": str(home),
                "BRIDGE_SPARK_REMOTE": remote}
-        log = work / "run.log"
+        log = BENCH_STACK_HOME / f"continuous-{entry['name']}.log"  # kept for a look afterwards
+        log.parent.mkdir(parents=True, exist_ok=True)
         run = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
                                 "-m", "bridge_assets", "--select", entry["name"]], env=env, cwd=PROJECT_ROOT,
                                stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
