@@ -118,11 +118,17 @@ class LitePublisher:
         self.seal_all()
         deadline = time.monotonic() + timeout_s
         try:
-            while self._outstanding:
+            while True:
+                # Cleared before the check, not inside the awaited coroutine: wait_for runs that as a task a
+                # loop turn later, and the last ack arriving in between would be missed (a wait to the timeout).
+                self._progress.clear()
+                self._raise_failure()
+                if not self._outstanding:
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise LitePublishFailed(f"{self._outstanding} messages were not acknowledged in {timeout_s:.0f} s")
-                await asyncio.wait_for(self._wait_for_progress(), remaining)
+                await asyncio.wait_for(self._progress.wait(), remaining)
         except asyncio.TimeoutError:
             raise LitePublishFailed(f"{self._outstanding} messages were not acknowledged in {timeout_s:.0f} s")
         finally:
