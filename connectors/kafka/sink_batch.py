@@ -56,7 +56,8 @@ def run_kafka_sink_batch(
         plan = kafka.plan_batch(partitions, recorded, batch.max_records, batch.initial_offsets, consumer_group)
     result = SinkBatchResult(plan=plan, duration_s=0.0)
     if plan.total_records:
-        frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds)
+        frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
+                                   f"{consumer_group}-spark-reader")
         frame = frame.selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").drop("timestamp")
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
             rows = frame.mapInArrow(deliver, SUMMARY_SCHEMA).collect()
