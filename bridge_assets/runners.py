@@ -211,10 +211,10 @@ PUBSUBLITE_SOURCE = BridgeRunner("pubsublite_source", recorded_lite_cursors, _li
                                  _lite_backlog_watcher, _lite_source_route)
 
 
-# --- S3 archive: resumes from its cursor objects in S3; the offsets recorded here are for the UI and sensor -
+# --- S3 archive: resumes from its cursor objects in S3 (the offsets recorded here where a partition has none) -
 
 def _archive_move(resource, bridge: Bridge, position) -> BatchOutcome:
-    result = resource.run_batch(bridge)
+    result = resource.run_batch(bridge, position)
     t = result.totals
     archived = t["records"] - t["skipped"]
     metadata = {

@@ -61,14 +61,14 @@ class S3BlockGzipSinkResource(ConfigurableResource):
     kafka: ResourceDependency[KafkaResource]
     spark: ResourceDependency[SparkResource]
 
-    def run_batch(self, bridge: Bridge) -> "ArchiveBatchResult":
+    def run_batch(self, bridge: Bridge, recorded: "Offsets") -> "ArchiveBatchResult":
         from connectors.s3_block_gzip_sink.batch import run_archive_batch
 
         config = bridge.config
         assert isinstance(config, S3BlockGzipSinkConfig)
         with self.spark.batch_session(bridge.name) as spark:
             return run_archive_batch(spark, config, self.kafka.admin(), bridge.batch, bridge.consumer_group,
-                                     bridge.name)
+                                     bridge.name, recorded)
 
 
 class PubSubLiteSinkResource(ConfigurableResource):

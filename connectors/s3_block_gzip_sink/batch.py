@@ -35,7 +35,11 @@ def run_archive_batch(
     batch: BatchSettings,
     consumer_group: str,
     bridge_name: str,
+    recorded: Offsets | None = None,
 ) -> ArchiveBatchResult:
+    """Archive from the S3 cursors; a partition without one starts where the bridge's last batch ended
+    (`recorded`, its asset metadata), else at batch.initial_offsets. (Without `recorded`, a bridge on
+    `latest` would start at the moving end every batch until a record landed in a cursor.)"""
     started = time.monotonic()
     s3 = s3_client(config, batch.outage_timeout_seconds)
     bootstrap = kafka.connection.bootstrap_servers
@@ -47,6 +51,8 @@ def run_archive_batch(
     for (t, p), cursor in cursors.items():
         if cursor is not None:
             resume.setdefault(t, {})[p] = cursor.next_offset
+        elif p in (recorded or {}).get(t, {}):
+            resume.setdefault(t, {})[p] = recorded[t][p]
     with kafka_outages_named(bootstrap, "planning the batch"):
         plan = kafka.plan_batch(partitions, resume, batch.max_records, batch.initial_offsets, consumer_group)
     result = ArchiveBatchResult(plan)

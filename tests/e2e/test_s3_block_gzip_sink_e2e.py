@@ -138,3 +138,27 @@ def test_a_killed_run_leaves_no_gap_and_no_second_copy(stack, tmp_path, unique):
     assert offsets == list(range(count))  # every offset once: no gap, no duplicate
     data_files = [k for k in _keys(bucket) if k.endswith(".gz")]
     assert data_files == [f"arch/{DAY}/{topic}-00000-{o:012d}.gz" for o in range(0, count, 2000)]
+
+
+def test_latest_starts_at_the_end_once_then_goes_on_from_the_recorded_offsets(stack, spark, tmp_path, unique):
+    """A bridge on initial_offsets=latest: the first run starts at the end (archives none of what was
+    there), the next run archives what came after it, although no cursor object existed yet."""
+    from dagster import DagsterInstance
+
+    topic, name, bucket = f"arch-latest-{unique}", f"arch_latest_{unique}", f"arch-latest-{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    _s3().create_bucket(Bucket=bucket)
+    _produce(topic, 0, ["before-0", "before-1"])
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [{
+        "name": name, "connector": "S3BlockGzipSinkConnector", "batch": {"initial_offsets": "latest"},
+        "config": {"topics": topic, "s3.bucket": bucket, "s3.prefix": "arch", "s3.path_style": True,
+                   "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}]}))
+    defs = build_definitions(str(path))
+    with DagsterInstance.ephemeral() as instance:
+        first = materialize_bridge(defs, name, instance)
+        assert first["records_archived"].value == 0 and first["kafka_offsets"].value == {topic: {"0": 2}}
+        _produce(topic, 0, ["after-0", "after-1", "after-2"])
+        assert materialize_bridge(defs, name, instance)["records_archived"].value == 3
+    assert [line.decode() for _, line in read_from_offset(_s3(), bucket, "arch", topic, 0, 0)] == \
+        ["after-0", "after-1", "after-2"]
