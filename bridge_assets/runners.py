@@ -191,15 +191,10 @@ def _lite_source_move(resource, bridge: Bridge, position) -> BatchOutcome:
 
 
 def _lite_backlog_watcher(resource, bridge: Bridge) -> Callable[[Any], bool]:
-    from connectors.pubsublite_source.batch import lite_positions
+    from connectors.pubsublite_source.batch import LiteBacklogWatch
 
-    connection = resource.pubsublite.connection_for(bridge.config)
-
-    def pending(position) -> bool:
-        starts, heads = lite_positions(connection, bridge.config, position or {})
-        return any(heads[p] > starts[p] for p in heads)
-
-    return pending
+    watch = LiteBacklogWatch(resource.pubsublite.connection_for(bridge.config), bridge.config)
+    return lambda position: watch.pending(position or {})
 
 
 def _lite_source_route(bridge: Bridge) -> str:

@@ -44,24 +44,55 @@ class LiteSourceBatchResult:
         return self.messages / self.duration_s if self.duration_s > 0 else 0.0
 
 
+def lite_topic_of(connection: LiteConnection, config: PubSubLiteSourceConfig):
+    """The subscription's topic and its partition count (two admin calls)."""
+    from google.cloud.pubsublite.types import TopicPath
+
+    path = config.subscription_path()
+    admin = connection.admin(region_of(path.location))
+    topic = TopicPath.parse(admin.get_subscription(path).topic)
+    return topic, admin.get_topic_partition_count(topic)
+
+
+def head_cursors(connection: LiteConnection, topic, partition_count: int) -> LiteCursors:
+    stats = connection.topic_stats_service(region_of(topic.location))
+    return {p: stats.compute_head_cursor(request={"topic": str(topic), "partition": p}).head_cursor.offset
+            for p in range(partition_count)}
+
+
 def lite_positions(connection: LiteConnection, config: PubSubLiteSourceConfig,
                    recorded: LiteCursors) -> tuple[LiteCursors, LiteCursors]:
     """(start, head) per partition: start from the recorded cursors, else the subscription's committed
     cursor (a new partition, or a bridge's first run); head is where publishing is now."""
     path = config.subscription_path()
-    region = region_of(path.location)
-    from google.cloud.pubsublite.types import TopicPath
-
-    admin = connection.admin(region)
-    topic = TopicPath.parse(admin.get_subscription(path).topic)
-    partition_count = admin.get_topic_partition_count(topic)
-    committed = {c.partition: c.cursor.offset
-                 for c in connection.cursor_service(region).list_partition_cursors(request={"parent": str(path)})}
-    stats = connection.topic_stats_service(region)
-    heads = {p: stats.compute_head_cursor(request={"topic": str(topic), "partition": p}).head_cursor.offset
-             for p in range(partition_count)}
+    topic, partition_count = lite_topic_of(connection, config)
+    committed = {c.partition: c.cursor.offset for c in connection.cursor_service(region_of(path.location))
+                 .list_partition_cursors(request={"parent": str(path)})}
+    heads = head_cursors(connection, topic, partition_count)
     starts = {p: recorded.get(p, committed.get(p, 0)) for p in range(partition_count)}
     return starts, heads
+
+
+class LiteBacklogWatch:
+    """Whether a partition's head is past `position`, cheap enough to ask every few hundred milliseconds
+    (continuous mode): one head-cursor call per partition, with the topic and its partition count looked
+    up again once a minute (a new partition is noticed within that)."""
+
+    REFRESH_S = 60.0
+
+    def __init__(self, connection: LiteConnection, config: PubSubLiteSourceConfig):
+        self._connection, self._config = connection, config
+        self._topic, self._count, self._looked_up = None, 0, float("-inf")
+
+    def pending(self, position: LiteCursors) -> bool:
+        if time.monotonic() - self._looked_up > self.REFRESH_S:
+            self._topic, self._count = lite_topic_of(self._connection, self._config)
+            self._looked_up = time.monotonic()
+        if any(p not in position for p in range(self._count)):  # no position yet: the committed cursor counts
+            starts, heads = lite_positions(self._connection, self._config, position)
+            return any(heads[p] > starts[p] for p in heads)
+        heads = head_cursors(self._connection, self._topic, self._count)
+        return any(heads[p] > position[p] for p in heads)
 
 
 def run_lite_source_batch(
