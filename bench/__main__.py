@@ -30,6 +30,7 @@ from rich.markdown import Markdown
 
 from bench import latency, limits, naive
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.continuous import measure_continuous, render_continuous
 from bench.java_reference import java_reference
 from bench.data import kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name
 
@@ -181,6 +182,10 @@ def render(results: dict) -> str:
         o, c = results["overhead"][engine], results["latency"][engine]
         lines.append(f"| {engine} | {o['first_record_s']} s | {o['run_s']} s | {c['p50_s']} s | {c['p95_s']} s | "
                      f"{c['max_s']} s | {c['records']} |")
+    if results.get("continuous"):
+        c = results["continuous"]
+        lines += ["", f"### Continuous mode ({c['rate_per_s']:,.0f} records/s for {c['seconds']:.0f} s, "
+                      f"4 partitions, warm engine)", "", *render_continuous(c)]
     return "\n".join(lines) + "\n"
 
 
@@ -206,6 +211,7 @@ def main() -> None:
     parser.add_argument("--source-records", type=int, default=10_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--latency-seconds", type=float, default=90)
+    parser.add_argument("--continuous-seconds", type=float, default=120)
     args = parser.parse_args()
     console = Console(stderr=True)
     results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
@@ -229,6 +235,8 @@ def main() -> None:
             console.print(f"run overhead and continuous latency, {engine} engine ...")
             results["overhead"][engine] = latency.run_overhead(engine, remote)
             results["latency"][engine] = latency.continuous_latency(engine, remote, seconds=args.latency_seconds)
+        console.print("continuous mode ...")
+        results["continuous"] = measure_continuous(stack, 1000, args.continuous_seconds, console.print)
     (RESULTS / "results.json").write_text(json.dumps(results, indent=1))
     report = render(results)
     (RESULTS / "results.md").write_text(report)

@@ -345,26 +345,47 @@ ROWS = {
 }
 
 
-def measure_continuous(stack, rate: float, seconds: float, log: Callable[[str], None] = print) -> dict:
+def measure_continuous(stack, rate: float, seconds: float, log: Callable[[str], None] = print,
+                       only: list[str] | None = None) -> dict:
+    """Every row (or the connectors in `only`; the Java row then only with "java")."""
     remote = stack.env()["BRIDGE_SPARK_REMOTE"]
     engine_pid = {s.name: s.pid for s in stack.status()}["spark"]
     results = {"rate_per_s": rate, "seconds": seconds, "settings": CONTINUOUS, "rows": {}}
-    log("continuous mode: Java reference, Cloud Pub/Sub sink ...")
-    results["java_cloud_sink"] = java_cloud_sink(rate, seconds)
+    if not only or "java" in only:
+        log("continuous mode: Java reference, Cloud Pub/Sub sink ...")
+        results["java_cloud_sink"] = java_cloud_sink(rate, seconds)
     for connector, measure in ROWS.items():
-        log(f"continuous mode: {connector} ...")
-        results["rows"][connector] = measure(remote, engine_pid, rate, seconds)
+        if not only or connector in only:
+            log(f"continuous mode: {connector} ...")
+            results["rows"][connector] = measure(remote, engine_pid, rate, seconds)
     return results
+
+
+def render_continuous(results: dict) -> list[str]:
+    """The README's table for a `measure_continuous` result."""
+    lines = ["| bridge | send → arrival p50 | p99 | max | idle: run | idle: engine |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    rows = [(f"{name} (ours)" if name == "CloudPubSubSinkConnector" else name, r)
+            for name, r in results["rows"].items()]
+    if "java_cloud_sink" in results:
+        rows.insert(1, ("CloudPubSubSinkConnector (Java 1.3.3, tasks.max=2)", results["java_cloud_sink"]))
+    for name, r in rows:
+        engine = f"{r['idle_engine_cpu_pct']} %" if r.get("idle_engine_cpu_pct") is not None else "–"
+        lines.append(f"| {name} | {r['p50_s']:.2f} s | {r['p99_s']:.2f} s | {r['max_s']:.1f} s | "
+                     f"{r['idle_run_cpu_pct']} % | {engine} |")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--rate", type=float, default=1000)
+    parser.add_argument("--only", help="comma-separated connector names (and/or java) to measure alone")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "continuous.json"))
     args = parser.parse_args()
     with bench_stack() as stack:
-        results = measure_continuous(stack, args.rate, args.seconds)
+        results = measure_continuous(stack, args.rate, args.seconds,
+                                     only=args.only.split(",") if args.only else None)
     Path(args.out).write_text(json.dumps(results, indent=1))
     print(json.dumps(results, indent=1))
 
