@@ -63,34 +63,27 @@ def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
 def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     """For Pub/Sub sources: the backlog is not visible without pulling (the emulator keeps no
     metrics), so a run is requested on the interval whenever none is in flight."""
-
-    @sensor(**_sensor_properties(bridge, job_name, "interval_sensor",
-                                 f"Starts {job_name} every interval when no run of it is in flight"))
-    def _interval_sensor(context: SensorEvaluationContext, bridge_lease: BridgeLeaseResource):
-        if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
-            return busy
-        # One request per finished run: a double evaluation cannot start two.
-        return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, lambda: RunRequest(
-            run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}", tags={"bridge": bridge.name}))
-
-    return _interval_sensor
+    return _run_when_none_in_flight(bridge, job_name, "interval_sensor",
+                                    f"Starts {job_name} every interval when no run of it is in flight")
 
 
 def build_keeper_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     """For continuous bridges: keeps exactly one run alive. A run that ended (its time was up, it was
     terminated, it failed, its process died and was fenced) is followed by a new one; failed runs in a
     row are followed later and later (capped), each tick saying why."""
+    return _run_when_none_in_flight(bridge, job_name, "keeper_sensor", f"Keeps one continuous run of {job_name} alive")
 
-    @sensor(**_sensor_properties(bridge, job_name, "keeper_sensor",
-                                 f"Keeps one continuous run of {job_name} alive"))
-    def _keeper_sensor(context: SensorEvaluationContext, bridge_lease: BridgeLeaseResource):
+
+def _run_when_none_in_flight(bridge: Bridge, job_name: str, kind: str, description: str) -> SensorDefinition:
+    @sensor(**_sensor_properties(bridge, job_name, kind, description))
+    def _sensor(context: SensorEvaluationContext, bridge_lease: BridgeLeaseResource):
         if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
             return busy
         # One request per ended run: a double evaluation cannot start two.
         return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, lambda: RunRequest(
             run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}", tags={"bridge": bridge.name}))
 
-    return _keeper_sensor
+    return _sensor
 
 
 def _request_for_position(context: SensorEvaluationContext, job_name: str, bridge: Bridge, position,

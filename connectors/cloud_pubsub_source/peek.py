@@ -32,6 +32,3 @@ class SubscriptionPeek:
             if ack_ids:
                 self._subscriber.modify_ack_deadline(subscription=self._path, ack_ids=ack_ids, ack_deadline_seconds=0)
         return bool(ack_ids)
-
-    def close(self) -> None:
-        self._subscriber.close()
