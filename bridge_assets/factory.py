@@ -7,22 +7,32 @@
 import contextlib
 import dataclasses
 import threading
-from typing import Iterator
+import traceback
+from typing import Any, Iterator
 
 from dagster import (
-    AssetExecutionContext, AssetMaterialization, AssetsDefinition, Failure, MaterializeResult, asset,
+    AssetExecutionContext, AssetKey, AssetMaterialization, AssetsDefinition, Failure, MaterializeResult,
+    MetadataValue, asset,
 )
 
+import health as checks
+from bridge_assets.lineage import BridgeEnds
 from bridge_assets.runners import BridgeRunner, runner_for
 from connectors.config.bridges_file import Bridge
-from connectors.errors import BatchError
+from connectors.errors import root_cause
 from jobs.lease import BridgeBusy, BridgeLease
 
 
-def build_bridge_asset(bridge: Bridge) -> AssetsDefinition:
+def bridge_ends(bridge: Bridge, systems: dict[str, Any]) -> BridgeEnds:
+    """What the bridge reads and writes, as lineage endpoints."""
+    runner = runner_for(bridge)
+    return BridgeEnds(AssetKey(bridge.name), bridge.group, runner.reads(bridge, systems), runner.writes(bridge))
+
+
+def build_bridge_asset(bridge: Bridge, ends: BridgeEnds | None = None) -> AssetsDefinition:
     runner = runner_for(bridge)
     build = _continuous_asset if bridge.mode == "continuous" else _one_batch_asset
-    return build(bridge, runner)
+    return build(bridge, runner, ends.reads if ends else ())
 
 
 def _describe(bridge: Bridge, runner: BridgeRunner) -> str:
@@ -35,11 +45,13 @@ def _describe(bridge: Bridge, runner: BridgeRunner) -> str:
     return f"{bridge.connector}: {runner.route(bridge)}. {how}"
 
 
-def _asset_properties(bridge: Bridge, runner: BridgeRunner) -> dict:
-    """What every bridge asset shows: key = bridge name, group = connector kind, kinds tags."""
+def _asset_properties(bridge: Bridge, runner: BridgeRunner, reads) -> dict:
+    """What every bridge asset shows: key = bridge name, its group, kinds tags, what it reads, its checks."""
     return {
         "name": bridge.name,
-        "group_name": bridge.connector,
+        "group_name": bridge.group,
+        "deps": [endpoint.key for endpoint in reads],
+        "check_specs": checks.check_specs(bridge, runner.health),
         "kinds": set(bridge.kind.kinds),
         "description": _describe(bridge, runner),
         "tags": {"connector": bridge.connector, "mode": bridge.mode},
@@ -60,14 +72,24 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         context.log.warning(f"Fenced run {lease.fenced.run_id} of bridge {bridge.name}: {lease.fenced.stale_because}")
     try:
         yield lease
-    except BatchError as exc:  # one line naming what and where, not a JVM trace
-        raise Failure(description=str(exc)) from None
+    except Failure:
+        raise
+    except Exception as exc:  # one line naming the bridge, the system and the cause; the trace as metadata
+        cause = failure_line(bridge, runner_for(bridge), exc)
+        context.instance.report_runless_asset_event(checks.failed_batch_evaluation(cause).reported(context.asset_key))
+        raise Failure(description=cause, metadata={
+            "trace": MetadataValue.text("".join(traceback.format_exception(exc))[-20_000:])}) from None
     finally:
         lease.release()
 
 
-def _one_batch_asset(bridge: Bridge, runner: BridgeRunner) -> AssetsDefinition:
-    @asset(**_asset_properties(bridge, runner))
+def failure_line(bridge: Bridge, runner: BridgeRunner, exc: BaseException) -> str:
+    system, cause = root_cause(exc)
+    return f"bridge {bridge.name} ({system or runner.route(bridge)}): {cause}"
+
+
+def _one_batch_asset(bridge: Bridge, runner: BridgeRunner, reads) -> AssetsDefinition:
+    @asset(**_asset_properties(bridge, runner, reads))
     def _bridge(context: AssetExecutionContext) -> MaterializeResult:
         resource = getattr(context.resources, runner.resource_key)
         with _holding_lease(context, bridge) as lease:
@@ -76,19 +98,20 @@ def _one_batch_asset(bridge: Bridge, runner: BridgeRunner) -> AssetsDefinition:
         context.log.info(outcome.line)
         for warning in outcome.warnings:
             context.log.warning(warning)
-        return MaterializeResult(metadata=outcome.metadata)
+        evaluations = checks.batch_evaluations(bridge, runner.health, outcome.metadata)
+        return MaterializeResult(metadata=outcome.metadata, check_results=[e.result() for e in evaluations])
 
     return _bridge
 
 
-def _continuous_asset(bridge: Bridge, runner: BridgeRunner) -> AssetsDefinition:
+def _continuous_asset(bridge: Bridge, runner: BridgeRunner, reads) -> AssetsDefinition:
     from bridge_assets.continuous import commits_until_terminated, loop_batches
 
     # A micro-batch that pulls for longer than a commit interval would hold back the commits.
     looping = dataclasses.replace(bridge, batch=bridge.batch.model_copy(
         update={"max_seconds": bridge.batch.max_seconds or bridge.continuous.commit_interval_ms / 1000}))
 
-    @asset(**_asset_properties(bridge, runner))
+    @asset(**_asset_properties(bridge, runner, reads))
     def _bridge(context: AssetExecutionContext):
         resource = getattr(context.resources, runner.resource_key)
         with _holding_lease(context, bridge) as lease, resource.spark.batch_session(bridge.name):
@@ -100,9 +123,12 @@ def _continuous_asset(bridge: Bridge, runner: BridgeRunner) -> AssetsDefinition:
             for commit in commits_until_terminated(commits, stop):
                 lease.check()  # a fenced run records nothing
                 context.log.info(commit.line)
+                evaluations = checks.batch_evaluations(bridge, runner.health, commit.metadata)
                 if commit.final:
-                    yield MaterializeResult(metadata=commit.metadata)
+                    yield MaterializeResult(metadata=commit.metadata, check_results=[e.result() for e in evaluations])
                 else:
+                    # A step yields each check's result once: between commits they are reported, when changed.
                     yield AssetMaterialization(asset_key=context.asset_key, metadata=commit.metadata)
+                    checks.report_changed(context.instance, context.asset_key, evaluations)
 
     return _bridge

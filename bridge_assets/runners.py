@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from dagster import AssetKey, DagsterInstance, MetadataValue
 
+from bridge_assets import lineage
+from health import HealthSignals
+from bridge_assets.lineage import Endpoint
 from connectors.config.bridges_file import Bridge
 from sensors.recorded_offsets import (
     kafka_offsets_metadata, lite_cursors_metadata, recorded_kafka_offsets, recorded_lite_cursors,
@@ -42,10 +45,24 @@ class BridgeRunner:
     # Made once per continuous run: a cheap check, from a position, of whether there is anything to move.
     watcher: Callable[[Any, Bridge], Callable[[Any], bool]]
     route: Callable[[Bridge], str]
+    # What the bridge reads and writes, for the lineage page; `systems` maps a resource key ("pubsub",
+    # "pubsublite") to the initialized shared resource, to look up a subscription's topic.
+    reads: Callable[[Bridge, dict[str, Any]], tuple[Endpoint, ...]]
+    writes: Callable[[Bridge], tuple[Endpoint, ...]]
+    health: HealthSignals  # where its metadata says how it is doing, for the asset checks
 
 
 def _kafka_source(cfg) -> str:
     return cfg.topics or f"/{cfg.topics_regex}/"
+
+
+def _kafka_topics_read(bridge: Bridge, systems: dict[str, Any]) -> tuple[Endpoint, ...]:
+    # A topics.regex source matches topics that may not exist yet: it has no endpoint to draw.
+    return tuple(lineage.kafka_topic(t) for t in bridge.config.topic_list())
+
+
+def _kafka_topic_written(bridge: Bridge) -> tuple[Endpoint, ...]:
+    return (lineage.kafka_topic(bridge.config.kafka_topic),)
 
 
 def _rate(records: int, duration_s: float) -> MetadataValue:
@@ -54,6 +71,8 @@ def _rate(records: int, duration_s: float) -> MetadataValue:
 
 # --- Kafka sinks (Cloud Pub/Sub, Pub/Sub Lite): resume from the Kafka offsets recorded last ----------------
 
+_SINK_HEALTH = HealthSignals("lag_remaining", "records",
+                             ("records_dead_lettered", "records_dropped", "records_dead_letter_refused"))
 _SINK_COUNTERS = ("records_read", "records_published", "records_skipped", "records_dead_lettered", "records_dropped",
                   "records_dead_letter_refused", "bytes_read", "headers_dropped")
 
@@ -118,12 +137,14 @@ def _lite_sink_route(bridge: Bridge) -> str:
 CLOUD_PUBSUB_SINK = BridgeRunner(
     "cloud_pubsub_sink", recorded_kafka_offsets,
     lambda resource, bridge, position: sink_outcome(resource.run_batch(bridge, position)),
-    _kafka_lag_watcher, _cloud_sink_route)
+    _kafka_lag_watcher, _cloud_sink_route, _kafka_topics_read,
+    lambda bridge: (lineage.pubsub_topic(bridge.config.cps_project, bridge.config.cps_topic),), _SINK_HEALTH)
 
 PUBSUBLITE_SINK = BridgeRunner(
     "pubsublite_sink", recorded_kafka_offsets,
     lambda resource, bridge, position: sink_outcome(resource.run_batch(bridge, position)),
-    _kafka_lag_watcher, _lite_sink_route)
+    _kafka_lag_watcher, _lite_sink_route, _kafka_topics_read,
+    lambda bridge: (lineage.lite_topic(str(bridge.config.topic_path())),), _SINK_HEALTH)
 
 
 # --- Cloud Pub/Sub source: Pub/Sub keeps the cursor (acked or not), so there is no position of ours ---------
@@ -158,8 +179,18 @@ def _cloud_source_route(bridge: Bridge) -> str:
     return f"Pub/Sub projects/{cfg.cps_project}/subscriptions/{cfg.cps_subscription} -> Kafka {cfg.kafka_topic}"
 
 
+def _cloud_source_reads(bridge: Bridge, systems: dict[str, Any]) -> tuple[Endpoint, ...]:
+    from connectors.cloud_pubsub_source.peek import subscription_topic
+
+    cfg = bridge.config
+    connection = systems["pubsub"].connection_for(cfg)
+    return (lineage.pubsub_subscription(cfg.cps_project, cfg.cps_subscription,
+                                        lambda: subscription_topic(connection, cfg)),)
+
+
 CLOUD_PUBSUB_SOURCE = BridgeRunner("cloud_pubsub_source", lambda instance, key: None, _cloud_source_move,
-                                   _cloud_source_watcher, _cloud_source_route)
+                                   _cloud_source_watcher, _cloud_source_route, _cloud_source_reads,
+                                   _kafka_topic_written, HealthSignals(None, "messages", ("messages_dropped",)))
 
 
 # --- Pub/Sub Lite source: resume from the Lite cursors recorded last --------------------------------------
@@ -202,8 +233,18 @@ def _lite_source_route(bridge: Bridge) -> str:
     return f"Pub/Sub Lite {cfg.subscription_path()} -> Kafka {cfg.kafka_topic}"
 
 
+def _lite_source_reads(bridge: Bridge, systems: dict[str, Any]) -> tuple[Endpoint, ...]:
+    from connectors.pubsublite_source.batch import lite_topic_of
+
+    cfg = bridge.config
+    connection = systems["pubsublite"].connection_for(cfg)
+    return (lineage.lite_subscription(str(cfg.subscription_path()),
+                                      lambda: str(lite_topic_of(connection, cfg)[0])),)
+
+
 PUBSUBLITE_SOURCE = BridgeRunner("pubsublite_source", recorded_lite_cursors, _lite_source_move,
-                                 _lite_backlog_watcher, _lite_source_route)
+                                 _lite_backlog_watcher, _lite_source_route, _lite_source_reads, _kafka_topic_written,
+                                 HealthSignals("backlog_remaining", "messages", ("messages_dropped",)))
 
 
 # --- S3 archive: resumes from its cursor objects in S3 (the offsets recorded here where a partition has none) -
@@ -239,8 +280,10 @@ def _archive_route(bridge: Bridge) -> str:
     return f"Kafka {_kafka_source(cfg)} -> s3://{cfg.s3_bucket}/{cfg.key_prefix()} (Block-GZIP)"
 
 
-S3_BLOCK_GZIP_SINK = BridgeRunner("s3_block_gzip_sink", recorded_kafka_offsets, _archive_move, _kafka_lag_watcher,
-                                  _archive_route)
+S3_BLOCK_GZIP_SINK = BridgeRunner(
+    "s3_block_gzip_sink", recorded_kafka_offsets, _archive_move, _kafka_lag_watcher, _archive_route,
+    _kafka_topics_read, lambda bridge: (lineage.s3_prefix(bridge.config.s3_bucket, bridge.config.key_prefix()),),
+    HealthSignals("lag_remaining", "records", ("records_skipped",)))
 
 
 RUNNERS = {

@@ -26,3 +26,41 @@ def batch_error_in(text: str) -> BatchError | None:
         if isinstance(cls, type) and issubclass(cls, BatchError):
             return BatchError(line.strip())
     return None
+
+
+# The last "package.module.SomeError: message" line of a Python traceback carried inside another
+# exception's text (Spark wraps a task's traceback in its own error, often twice).
+_TRACEBACK_LAST_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)): (.+)$",
+                                  re.MULTILINE)
+
+# Which system an exception's module speaks for, most specific first.
+_SYSTEMS = (("google.auth", "GCP credentials"), ("google.cloud.pubsublite", "Pub/Sub Lite"),
+            ("google.cloud.pubsub", "Pub/Sub"), ("google.api_core", "Google API"), ("grpc", "gRPC"),
+            ("confluent_kafka", "Kafka"), ("botocore", "S3"), ("boto3", "S3"), ("pyspark", "Spark"),
+            ("py4j", "Spark"))
+
+
+def root_cause(exc: BaseException) -> tuple[str | None, str]:
+    """(system or None, "ErrorClass: first line") of what made `exc` happen: a BatchError's own line, or
+    the innermost exception, looked for also inside Spark's error text."""
+    if isinstance(exc, BatchError):
+        return None, str(exc)
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    for link in chain:
+        if named := batch_error_in(str(link)):
+            return None, str(named)
+    innermost = chain[-1]
+    text = str(innermost)
+    # Spark's text: its own (JVM) lines, then the task's Python traceback; that traceback ends in the cause.
+    lines = _TRACEBACK_LAST_LINE.findall(text.rsplit("Traceback (most recent call last):", 1)[-1])
+    if lines:
+        qualified, message = lines[0] if "Traceback (most recent call last):" in text else lines[-1]
+    else:
+        qualified = f"{type(innermost).__module__}.{type(innermost).__qualname__}"
+        message = str(innermost).strip().splitlines()[0] if str(innermost).strip() else ""
+    system = next((name for prefix, name in _SYSTEMS if qualified.startswith(prefix + ".")), None)
+    return system, f"{qualified.rsplit('.', 1)[-1]}: {message}" if message else qualified.rsplit(".", 1)[-1]

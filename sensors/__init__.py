@@ -3,12 +3,14 @@
 
 import hashlib
 import json
+import time
 
 from dagster import (
     AssetKey, DagsterInstance, DagsterRunStatus, DefaultSensorStatus, RunRequest, RunsFilter,
     SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
 )
 
+import health
 from jobs.lease import fence_if_stale
 from sensors.backoff import evaluate_with_backoff
 from sensors.recorded_offsets import recorded_kafka_offsets, recorded_lite_cursors
@@ -50,14 +52,14 @@ def _sensor_properties(bridge: Bridge, job_name: str, kind: str, description: st
     }
 
 
-def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+def build_bridge_sensor(bridge: Bridge, job_name: str, signals: health.HealthSignals) -> SensorDefinition:
     if bridge.mode == "continuous":
         return build_keeper_sensor(bridge, job_name)
     if bridge.connector == "CloudPubSubSourceConnector":
         return build_interval_sensor(bridge, job_name)
     if bridge.connector == "PubSubLiteSourceConnector":
-        return build_lite_backlog_sensor(bridge, job_name)
-    return build_kafka_lag_sensor(bridge, job_name)
+        return build_lite_backlog_sensor(bridge, job_name, signals)
+    return build_kafka_lag_sensor(bridge, job_name, signals)
 
 
 def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
@@ -86,6 +88,15 @@ def _run_when_none_in_flight(bridge: Bridge, job_name: str, kind: str, descripti
     return _sensor
 
 
+def _report_health(context: SensorEvaluationContext, bridge: Bridge, signals: health.HealthSignals, lag: int) -> None:
+    """The lag and freshness checks, from what the sensor asked anyway (recorded when their outcome changes)."""
+    key = AssetKey(bridge.name)
+    last_success = health.last_success_time(context.instance, key)
+    health.report_changed(context.instance, key, [
+        health.lag_evaluation(bridge, signals, lag),
+        health.fresh_evaluation(bridge, signals, lag, last_success, time.time())])
+
+
 def _request_for_position(context: SensorEvaluationContext, job_name: str, bridge: Bridge, position,
                           tags: dict[str, str]) -> RunRequest:
     # Same state, same key: a double evaluation cannot start two runs, while a finished
@@ -94,7 +105,7 @@ def _request_for_position(context: SensorEvaluationContext, job_name: str, bridg
     return RunRequest(run_key=hashlib.sha256(state.encode()).hexdigest()[:24], tags={"bridge": bridge.name, **tags})
 
 
-def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+def build_lite_backlog_sensor(bridge: Bridge, job_name: str, signals: health.HealthSignals) -> SensorDefinition:
     """For Lite sources: head cursors against the cursors the bridge resumes from (cheap unary calls)."""
 
     @sensor(**_sensor_properties(bridge, job_name, "backlog_sensor",
@@ -110,6 +121,7 @@ def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition
             recorded = recorded_lite_cursors(context.instance, AssetKey(bridge.name))
             starts, heads = lite_positions(pubsublite.connection_for(bridge.config), bridge.config, recorded)
             backlog = sum(max(0, heads[p] - starts[p]) for p in heads)
+            _report_health(context, bridge, signals, backlog)
             if backlog == 0:
                 return SkipReason("no new messages")
             return _request_for_position(context, job_name, bridge, heads, {"backlog_at_request": str(backlog)})
@@ -119,7 +131,7 @@ def build_lite_backlog_sensor(bridge: Bridge, job_name: str) -> SensorDefinition
     return _backlog_sensor
 
 
-def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+def build_kafka_lag_sensor(bridge: Bridge, job_name: str, signals: health.HealthSignals) -> SensorDefinition:
     @sensor(**_sensor_properties(bridge, job_name, "lag_sensor",
                                  f"Starts {job_name} when Kafka has records the bridge has not moved yet"))
     def _lag_sensor(context: SensorEvaluationContext, kafka: KafkaResource, bridge_lease: BridgeLeaseResource):
@@ -132,6 +144,7 @@ def build_kafka_lag_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
             partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
             recorded = recorded_kafka_offsets(context.instance, AssetKey(bridge.name))
             plan = admin.plan_batch(partitions, recorded, 2**62, bridge.batch.initial_offsets, bridge.consumer_group)
+            _report_health(context, bridge, signals, plan.total_records)
             if plan.total_records == 0:
                 return SkipReason("no new records")
             return _request_for_position(context, job_name, bridge, plan.end_offsets,

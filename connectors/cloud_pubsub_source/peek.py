@@ -32,3 +32,10 @@ class SubscriptionPeek:
             if ack_ids:
                 self._subscriber.modify_ack_deadline(subscription=self._path, ack_ids=ack_ids, ack_deadline_seconds=0)
         return bool(ack_ids)
+
+
+def subscription_topic(connection: PubSubConnection, config: CloudPubSubSourceConfig) -> str:
+    """The subscription's topic, `projects/p/topics/t` (one admin call)."""
+    subscriber = connection.subscriber()
+    path = subscriber.subscription_path(config.cps_project, config.cps_subscription)
+    return subscriber.get_subscription(subscription=path, timeout=PEEK_TIMEOUT_S).topic

@@ -22,6 +22,7 @@ from connectors.config.common import IGNORED_FRAMEWORK_KEYS, ConnectorConfig
 from connectors.registry import CONNECTOR_KINDS, ConnectorKind, kind_for
 
 DEFAULT_BRIDGES_FILE = "bridges.yaml"
+DEFAULT_GROUP = "bridges"
 SECRET_KEYS = frozenset({"gcp.credentials.json"})
 _ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")  # Kafka Connect's EnvVarConfigProvider syntax
 
@@ -63,6 +64,16 @@ class ContinuousSettings(BaseModel):
     max_run_minutes: float = Field(60, gt=0, le=7 * 24 * 60)
 
 
+class CheckSettings(BaseModel):
+    """Bounds of the bridge's asset checks (see bridge_assets/checks.py)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Records (Kafka sinks) or messages (Lite source) not moved yet that still count as healthy;
+    # default: one batch's worth (batch.max_records).
+    max_lag: int | None = Field(None, ge=0)
+    # Records waiting and no successful batch for this long: the bridge is stale.
+    max_age_minutes: float = Field(10, gt=0, le=7 * 24 * 60)
+
+
 class _BridgeEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = None
@@ -71,9 +82,12 @@ class _BridgeEntry(BaseModel):
     properties: str | None = None
     # batch: the sensor starts one run per micro-batch; continuous: one run loops micro-batches.
     mode: Literal["batch", "continuous"] = "batch"
+    # The Dagster asset group the bridge and the topics it reads and writes are shown in.
+    group: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     batch: BatchSettings = BatchSettings()
     sensor: SensorSettings = SensorSettings()
     continuous: ContinuousSettings = ContinuousSettings()
+    checks: CheckSettings = CheckSettings()
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,12 @@ class Bridge:
     sensor: SensorSettings
     mode: Literal["batch", "continuous"] = "batch"
     continuous: ContinuousSettings = ContinuousSettings()
+    group: str = DEFAULT_GROUP
+    checks: CheckSettings = CheckSettings()
+
+    @property
+    def max_lag(self) -> int:
+        return self.batch.max_records if self.checks.max_lag is None else self.checks.max_lag
 
     @property
     def connector(self) -> str:
@@ -107,7 +127,7 @@ def load_bridges(path: Path | str | None = None) -> list[Bridge]:
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise BridgeConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise BridgeConfigError(_yaml_problem(path, exc)) from None
     entries = doc.get("bridges") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise BridgeConfigError(f"{path}: expected a top-level 'bridges:' list")
@@ -171,15 +191,24 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
     except ValidationError as exc:
         known = set(kind.config_model.known_keys())
         raise BridgeConfigError("\n".join(_describe(err, known) for err in exc.errors())) from None
-    return Bridge(str(name), kind, config, entry.batch, entry.sensor, entry.mode, entry.continuous)
+    return Bridge(str(name), kind, config, entry.batch, entry.sensor, entry.mode, entry.continuous,
+                  entry.group or DEFAULT_GROUP, entry.checks)
 
 
 def _entry_keys() -> set[str]:
     """Every key an entry may have, dotted as pydantic reports them (`batch.max_records`), for "did you mean"."""
     keys = set(_BridgeEntry.model_fields)
-    for section in ("batch", "sensor", "continuous"):
+    for section in ("batch", "sensor", "continuous", "checks"):
         keys |= {f"{section}.{field}" for field in _BridgeEntry.model_fields[section].annotation.model_fields}
     return keys
+
+
+def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    """One line, `file:line:column: what`, instead of the parser's multi-line report."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    what = " ".join(part for part in (getattr(exc, "context", None), getattr(exc, "problem", None)) if part)
+    return f"{where}: not valid YAML: {what or type(exc).__name__}"
 
 
 def _read_properties(path: Path) -> dict[str, str]:

@@ -66,7 +66,7 @@ def drain(subscription: str) -> list[pubsub_v1.types.PubsubMessage]:
 
 
 def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None = None,
-                      batch: dict | None = None) -> str:
+                      batch: dict | None = None, checks: dict | None = None) -> str:
     """A bridges file with one CloudPubSubSinkConnector bridge from Kafka `topic` to the Pub/Sub topic of
     the same name; `keys` add or override connector keys."""
     config = {"topics": topic, "cps.project": PROJECT, "cps.topic": topic,
@@ -76,6 +76,8 @@ def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None 
     entry = {"name": name, "connector": "CloudPubSubSinkConnector", "config": config}
     if batch:
         entry["batch"] = batch
+    if checks:
+        entry["checks"] = checks
     path = directory / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [entry]}))
     return str(path)

@@ -1,0 +1,137 @@
+"""A bridge's health as asset checks: the UI shows at a glance which bridge is behind, losing records to
+dead letters, stale, or failing.
+
+- `batch_succeeded`: the latest batch (or continuous run) ended without an error; a failure's one-line
+  cause is the check's description.
+- `lag_within_bound`: what the bridge has not moved yet (Kafka lag, Lite backlog) is at most
+  `checks.max_lag`. Not for the Cloud Pub/Sub source: Pub/Sub shows no backlog without Cloud Monitoring.
+- `no_new_dead_letters`: the latest batch sent nothing to the dead-letter topic, dropped or skipped nothing
+  for an error.
+- `fresh`: when there is something to move, the last successful batch is younger than
+  `checks.max_age_minutes` (a bridge with nothing to move is fresh, however long ago it last ran; Dagster's
+  freshness policy counts only materializations, so it would call an idle bridge stale).
+
+Runs evaluate the checks from the metadata they record; sensors evaluate lag and freshness from the offsets
+they ask for anyway, and report only what changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from dagster import (
+    AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetKey,
+    DagsterInstance, MetadataValue,
+)
+
+from connectors.config.bridges_file import Bridge
+
+BATCH_SUCCEEDED = "batch_succeeded"
+LAG_WITHIN_BOUND = "lag_within_bound"
+NO_NEW_DEAD_LETTERS = "no_new_dead_letters"
+FRESH = "fresh"
+
+
+@dataclass(frozen=True)
+class HealthSignals:
+    """Where a connector's batch metadata says how it is doing (declared by its runner)."""
+
+    lag_key: str | None  # metadata name of what is left to move; None: the connector cannot see it
+    lag_unit: str  # "records", "messages"
+    rejected_keys: tuple[str, ...]  # metadata counters of records that did not reach the target as themselves
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    check: str
+    passed: bool
+    description: str
+    metadata: Mapping[str, Any]
+    severity: AssetCheckSeverity = AssetCheckSeverity.WARN
+
+    def result(self) -> AssetCheckResult:
+        return AssetCheckResult(check_name=self.check, passed=self.passed, description=self.description,
+                                metadata=dict(self.metadata), severity=self.severity)
+
+    def reported(self, asset_key: AssetKey) -> AssetCheckEvaluation:
+        return AssetCheckEvaluation(asset_key=asset_key, check_name=self.check, passed=self.passed,
+                                    description=self.description, metadata=dict(self.metadata),
+                                    severity=self.severity)
+
+
+def check_specs(bridge: Bridge, signals: HealthSignals) -> list[AssetCheckSpec]:
+    asset = AssetKey(bridge.name)
+    specs = [AssetCheckSpec(BATCH_SUCCEEDED, asset=asset, description="The latest batch ended without an error")]
+    if signals.lag_key:
+        specs += [
+            AssetCheckSpec(LAG_WITHIN_BOUND, asset=asset,
+                           description=f"At most {bridge.max_lag} {signals.lag_unit} not moved yet (checks.max_lag)"),
+            AssetCheckSpec(FRESH, asset=asset, description=(
+                f"With {signals.lag_unit} to move, the last successful batch is at most "
+                f"{bridge.checks.max_age_minutes:g} minutes old (checks.max_age_minutes)")),
+        ]
+    specs.append(AssetCheckSpec(NO_NEW_DEAD_LETTERS, asset=asset,
+                                description="The latest batch dead-lettered, dropped or skipped no record for an error"))
+    return specs
+
+
+def lag_evaluation(bridge: Bridge, signals: HealthSignals, lag: int) -> Evaluation:
+    passed = lag <= bridge.max_lag
+    return Evaluation(LAG_WITHIN_BOUND, passed,
+                      f"{lag} {signals.lag_unit} not moved yet ({'within' if passed else 'over'} the bound of "
+                      f"{bridge.max_lag})", {"lag": MetadataValue.int(lag), "max_lag": MetadataValue.int(bridge.max_lag)})
+
+
+def fresh_evaluation(bridge: Bridge, signals: HealthSignals, lag: int, last_success: float | None,
+                     now: float) -> Evaluation | None:
+    """None when it cannot be told yet: records waiting, and no batch has succeeded so far."""
+    max_age_s = bridge.checks.max_age_minutes * 60
+    if lag == 0:
+        return Evaluation(FRESH, True, "nothing to move", {"lag": MetadataValue.int(0)})
+    if last_success is None:
+        return None
+    age_s = now - last_success
+    passed = age_s <= max_age_s
+    return Evaluation(FRESH, passed, (
+        f"{lag} {signals.lag_unit} waiting; last successful batch {age_s / 60:.1f} minutes ago"
+        + ("" if passed else f", over {bridge.checks.max_age_minutes:g}")),
+        {"lag": MetadataValue.int(lag), "minutes_since_last_success": MetadataValue.float(round(age_s / 60, 2))})
+
+
+def batch_evaluations(bridge: Bridge, signals: HealthSignals,
+                      metadata: Mapping[str, MetadataValue]) -> list[Evaluation]:
+    """The checks of a batch (or a continuous run's commit) that succeeded, from the metadata it records."""
+    evaluations = [Evaluation(BATCH_SUCCEEDED, True, "the latest batch succeeded", {}, AssetCheckSeverity.ERROR)]
+    if signals.lag_key:
+        lag = int(metadata[signals.lag_key].value)
+        evaluations += [lag_evaluation(bridge, signals, lag),
+                        Evaluation(FRESH, True, "a batch just succeeded", {"lag": MetadataValue.int(lag)})]
+    rejected = {name: int(metadata[name].value) for name in signals.rejected_keys if metadata[name].value}
+    evaluations.append(Evaluation(
+        NO_NEW_DEAD_LETTERS, not rejected,
+        ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in rejected.items()) or "none",
+        {name: MetadataValue.int(n) for name, n in rejected.items()}))
+    return evaluations
+
+
+def failed_batch_evaluation(cause: str) -> Evaluation:
+    return Evaluation(BATCH_SUCCEEDED, False, cause, {}, AssetCheckSeverity.ERROR)
+
+
+def report_changed(instance: DagsterInstance, asset_key: AssetKey, evaluations: list[Evaluation | None]) -> None:
+    """Record the evaluations whose outcome differs from the check's latest one (a sensor asks every few
+    seconds; an unchanged outcome is not worth an event each time)."""
+    evaluations = [e for e in evaluations if e is not None]
+    keys = [AssetCheckKey(asset_key, e.check) for e in evaluations]
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
+    for key, evaluation in zip(keys, evaluations):
+        record = latest.get(key)
+        previous = record.event.asset_check_evaluation if record and record.event else None
+        if previous is None or previous.passed != evaluation.passed:
+            instance.report_runless_asset_event(evaluation.reported(asset_key))
+
+
+def last_success_time(instance: DagsterInstance, asset_key: AssetKey) -> float | None:
+    event = instance.get_latest_materialization_event(asset_key)
+    return event.timestamp if event else None
