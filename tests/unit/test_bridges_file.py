@@ -181,3 +181,20 @@ def test_typos_in_the_entry_and_its_sections_get_did_you_mean(tmp_path):
     assert "key 'mdoe': unknown key (did you mean 'mode'?)" in message
     assert "key 'continuous.commit_intervall_ms': unknown key (did you mean 'continuous.commit_interval_ms'?)" in message
     assert "key 'batch.max_record': unknown key (did you mean 'batch.max_records'?)" in message
+
+
+def test_invalid_yaml_is_one_line_with_file_line_and_column(tmp_path):
+    path = tmp_path / "bridges.yaml"
+    path.write_text("bridges:\n  - name: a\n    config: {topics: x\n  - name: b\n")
+    with pytest.raises(BridgeConfigError) as err:
+        load_bridges(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message == f"{path}:4:9: not valid YAML: while parsing a flow mapping expected ',' or '}}', but got ':'"
+
+
+def test_group_and_check_bounds_are_read_and_checked(tmp_path):
+    [bridge] = load_bridges(write(tmp_path, SINK.rstrip() + "\n        group: orders\n        checks: {max_lag: 7}\n"))
+    assert bridge.group == "orders" and bridge.max_lag == 7 and bridge.checks.max_age_minutes == 10
+    with pytest.raises(BridgeConfigError, match=r"key 'checks.max_lagg': unknown key \(did you mean 'checks.max_lag'\?\)"):
+        load_bridges(write(tmp_path, SINK.rstrip() + "\n        checks: {max_lagg: 7}\n"))
