@@ -17,8 +17,9 @@ from rich.table import Table
 from bridgectl.fetch import MissingToolError
 from bridgectl.local_stack import CLUSTER_SERVICES, LocalStack
 from bridgectl.paths import PROJECT_ROOT
+from connectors.config.bridges_file import BridgeConfigError, load_bridges
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # an error line stays one line in a log
 DAGSTER_STOP_GRACE_S = 45
 
 
@@ -27,7 +28,17 @@ def _fail(message: str) -> None:
     sys.exit(1)
 
 
-@click.group()
+class _Commands(click.Group):
+    """Every command's known failures (a missing tool, a port in the way, a bad bridges file) end in one line."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (MissingToolError, RuntimeError, BridgeConfigError) as exc:
+            _fail(str(exc))
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """Kafka <-> Pub/Sub bridges as Dagster assets: local stack and demo."""
 
@@ -44,12 +55,9 @@ def local() -> None:
 def up(cluster: bool) -> None:
     """Start the servers in the background (idempotent) and wait until each is ready."""
     stack = LocalStack()
-    try:
-        stack.up(log=lambda line: console.print(line))
-        if cluster:
-            stack.up(log=lambda line: console.print(line), only=CLUSTER_SERVICES)
-    except (MissingToolError, RuntimeError) as exc:
-        _fail(str(exc))
+    stack.up(log=lambda line: console.print(line))
+    if cluster:
+        stack.up(log=lambda line: console.print(line), only=CLUSTER_SERVICES)
     console.print('Point a shell at it with: eval "$(bridgectl local env' + (' --cluster' if cluster else '') + ')"')
 
 
@@ -102,12 +110,10 @@ def dev(port: int, rate: int) -> None:
     """Run the product locally: servers, demo topics and traffic, then `dagster dev` (Ctrl-C stops all)."""
     from bridgectl.demo import TrafficGenerator, create_demo_resources
 
+    load_bridges()  # a bad bridges file is told before anything starts
     stack = LocalStack()
     was_running = {s.name for s in stack.status() if s.running}
-    try:
-        stack.up(log=lambda line: console.print(line))
-    except (MissingToolError, RuntimeError) as exc:
-        _fail(str(exc))
+    stack.up(log=lambda line: console.print(line))
     env_vars = stack.env()
     os.environ.update(env_vars)
     os.makedirs(env_vars["DAGSTER_HOME"], exist_ok=True)

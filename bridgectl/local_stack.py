@@ -48,6 +48,16 @@ class ServiceStatus:
     running: bool
 
 
+# The service whose process listens on a port of another name.
+PORT_OWNERS = {"kafka_controller": "kafka", "spark_master_ui": "spark_master"}
+
+
+def _parse_port(name: str, value: str) -> int:
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise RuntimeError(f"BRIDGE_{name.upper()}_PORT={value!r} is not a port number (1-65535)")
+    return int(value)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -77,16 +87,36 @@ class LocalStack:
         self.state_file.write_text(json.dumps(state, indent=2))
 
     def ports(self) -> dict[str, int]:
-        """Ports are chosen on the first `up` and kept, since Kafka's metadata log remembers them."""
+        """Ports are chosen on the first `up` and kept (Kafka's metadata log remembers its controller's);
+        a BRIDGE_<NAME>_PORT override always wins, or says exactly what stands in its way."""
         state = self._load_state()
         ports = state.setdefault("ports", {})
-        missing = [name for name in DEFAULT_PORTS if name not in ports]  # also: a service added since
-        if missing:
-            for name in missing:
-                ports[name] = _free_port() if self._pick_free_ports else int(
-                    os.environ.get(f"BRIDGE_{name.upper()}_PORT", DEFAULT_PORTS[name]))
+        changed = False
+        for name, default in DEFAULT_PORTS.items():
+            override = os.environ.get(f"BRIDGE_{name.upper()}_PORT")
+            if override is not None:
+                wanted = _parse_port(name, override)
+                if ports.get(name) not in (None, wanted):
+                    self._check_movable(name, ports[name], wanted)
+            elif name in ports:
+                continue
+            else:
+                wanted = _free_port() if self._pick_free_ports else default
+            changed |= ports.get(name) != wanted
+            ports[name] = wanted
+        if changed:
             self._save_state(state)
         return ports
+
+    def _check_movable(self, name: str, current: int, wanted: int) -> None:
+        variable = f"BRIDGE_{name.upper()}_PORT={wanted}"
+        service = PORT_OWNERS.get(name, name)
+        if self._alive(service):
+            raise RuntimeError(f"{variable}, but {service} is running on port {current}: stop the stack "
+                               "(bridgectl local down) and start it again to move it, or unset the variable")
+        if name == "kafka_controller" and (self.home / "kafka-data" / "meta.properties").exists():
+            raise RuntimeError(f"{variable}, but Kafka's data in {self.home / 'kafka-data'} names controller port "
+                               f"{current}: remove that directory (its topics go with it) or unset the variable")
 
     def _alive(self, service: str) -> int | None:
         entry = self._load_state().get("pids", {}).get(service)
@@ -163,12 +193,13 @@ class LocalStack:
             if self._alive(name):
                 log(f"{name}: already running")
                 continue
-            port = self.ports().get(name)
-            if port is not None and _port_open(port):
-                raise RuntimeError(
-                    f"{name}: port {port} is taken by a process this stack did not start; "
-                    f"stop it or set BRIDGE_{name.upper()}_PORT"
-                )
+            for port_name in (name, *[n for n, owner in PORT_OWNERS.items() if owner == name]):
+                port = self.ports().get(port_name)
+                if port is not None and _port_open(port):
+                    raise RuntimeError(
+                        f"{name}: port {port} is taken by a process this stack did not start; "
+                        f"stop it or set BRIDGE_{port_name.upper()}_PORT to a free port"
+                    )
             self._record(name, starters[name]())
             started.append(name)
             if name.startswith("spark_"):  # each needs the one before it: master, workers, server, front

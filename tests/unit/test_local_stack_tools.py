@@ -1,7 +1,11 @@
+import json
+import os
+
 import pytest
 
 from bridgectl import fetch
 from bridgectl.local_stack import LocalStack
+from bridgectl.processes import process_start_ticks
 
 
 def test_a_missing_tool_is_one_line_naming_what_to_install(monkeypatch):
@@ -11,14 +15,40 @@ def test_a_missing_tool_is_one_line_naming_what_to_install(monkeypatch):
     assert str(err.value) == "`mvn` not found on PATH: install it (Apache Maven, to fetch jars from Maven Central)."
 
 
-def test_ports_are_chosen_once_and_kept(tmp_path, monkeypatch):
-    monkeypatch.setenv("BRIDGE_KAFKA_PORT", "29092")
+def test_ports_are_chosen_once_and_kept_and_an_override_always_wins(tmp_path, monkeypatch):
     stack = LocalStack(home=tmp_path)
-    assert stack.ports()["kafka"] == 29092
-    monkeypatch.setenv("BRIDGE_KAFKA_PORT", "39092")
-    assert LocalStack(home=tmp_path).ports()["kafka"] == 29092  # Kafka's metadata log remembers its ports
+    assert stack.ports()["kafka"] == 19092  # chosen (the default) and kept in stack.json
+    monkeypatch.setenv("BRIDGE_KAFKA_PORT", "29092")
+    assert LocalStack(home=tmp_path).ports()["kafka"] == 29092  # nothing runs there: the override wins
+    monkeypatch.delenv("BRIDGE_KAFKA_PORT")
+    assert LocalStack(home=tmp_path).ports()["kafka"] == 29092  # and is kept
     assert stack.env()["KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:29092"
     assert [s.running for s in stack.status()] == [False] * 5
+
+
+def test_an_override_that_cannot_win_yet_says_what_to_do(tmp_path, monkeypatch):
+    stack = LocalStack(home=tmp_path)
+    stack.ports()
+    state = json.loads(stack.state_file.read_text())
+    state["pids"] = {"kafka": {"pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())}}  # "running"
+    stack.state_file.write_text(json.dumps(state))
+    monkeypatch.setenv("BRIDGE_KAFKA_PORT", "29092")
+    with pytest.raises(RuntimeError) as err:
+        stack.ports()
+    assert str(err.value) == ("BRIDGE_KAFKA_PORT=29092, but kafka is running on port 19092: stop the stack "
+                              "(bridgectl local down) and start it again to move it, or unset the variable")
+    monkeypatch.delenv("BRIDGE_KAFKA_PORT")
+    monkeypatch.setenv("BRIDGE_KAFKA_CONTROLLER_PORT", "29093")
+    with pytest.raises(RuntimeError, match="but kafka is running on port 19093"):
+        stack.ports()
+    stack.state_file.write_text(json.dumps({**state, "pids": {}}))
+    (tmp_path / "kafka-data").mkdir()
+    (tmp_path / "kafka-data" / "meta.properties").write_text("")
+    with pytest.raises(RuntimeError, match="names controller port 19093: remove that directory"):
+        stack.ports()
+    monkeypatch.setenv("BRIDGE_KAFKA_CONTROLLER_PORT", "http")
+    with pytest.raises(RuntimeError, match=r"BRIDGE_KAFKA_CONTROLLER_PORT='http' is not a port number"):
+        stack.ports()
 
 
 def test_a_service_added_since_the_first_up_gets_a_port(tmp_path):
