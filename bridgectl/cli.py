@@ -17,14 +17,18 @@ from rich.table import Table
 from bridgectl.fetch import MissingToolError
 from bridgectl.local_stack import CLUSTER_SERVICES, LocalStack
 from bridgectl.paths import PROJECT_ROOT
+from bridgectl.relay import OutputRelay, say
 from connectors.config.bridges_file import BridgeConfigError, load_bridges
 
-console = Console(stderr=True, soft_wrap=True)  # an error line stays one line in a log
 DAGSTER_STOP_GRACE_S = 45
+# `dagster dev` warns on every start that `dg dev` supersedes it; `dg` would need a [tool.dg] block, which
+# makes a bare `dagster dev` ignore workspace.yaml. The warning is filtered by its text, not its class:
+# a class filter in PYTHONWARNINGS would import dagster at the start of every Python process.
+DAGSTER_DEV_SUPERSEDED = "ignore:Function `dev_command` is superseded"
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}")
+    say(f"[red]error:[/red] {message}")
     sys.exit(1)
 
 
@@ -55,16 +59,16 @@ def local() -> None:
 def up(cluster: bool) -> None:
     """Start the servers in the background (idempotent) and wait until each is ready."""
     stack = LocalStack()
-    stack.up(log=lambda line: console.print(line))
+    stack.up(log=say)
     if cluster:
-        stack.up(log=lambda line: console.print(line), only=CLUSTER_SERVICES)
-    console.print('Point a shell at it with: eval "$(bridgectl local env' + (' --cluster' if cluster else '') + ')"')
+        stack.up(log=say, only=CLUSTER_SERVICES)
+    say('Point a shell at it with: eval "$(bridgectl local env' + (' --cluster' if cluster else '') + ')"')
 
 
 @local.command()
 def down() -> None:
     """Stop exactly the servers `up` started; their data stays for the next `up`."""
-    LocalStack().down(log=lambda line: console.print(line))
+    LocalStack().down(log=say)
 
 
 @local.command()
@@ -98,9 +102,9 @@ def demo_setup() -> None:
     os.environ.update(stack.env())
     created = create_demo_resources(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
     for item in created:
-        console.print(f"created {item}")
+        say(f"created {item}")
     if not created:
-        console.print("the demo resources exist already")
+        say("the demo resources exist already")
 
 
 @main.command()
@@ -113,35 +117,41 @@ def dev(port: int, rate: int) -> None:
     load_bridges()  # a bad bridges file is told before anything starts
     stack = LocalStack()
     was_running = {s.name for s in stack.status() if s.running}
-    stack.up(log=lambda line: console.print(line))
+    stack.up(log=say)
     env_vars = stack.env()
     os.environ.update(env_vars)
     os.makedirs(env_vars["DAGSTER_HOME"], exist_ok=True)
     for item in create_demo_resources(env_vars["KAFKA_BOOTSTRAP_SERVERS"]):
-        console.print(f"created {item}")
+        say(f"created {item}")
     traffic = TrafficGenerator(env_vars["KAFKA_BOOTSTRAP_SERVERS"], rate)
     traffic.start()
-    console.print(f"demo traffic: {rate} records/s to each demo topic")
-    console.print(f"[bold]Dagster UI: http://127.0.0.1:{port}[/bold]  (Ctrl-C to stop)")
+    log_path = stack.home / "dagster-dev.log"
+    say(f"demo traffic: {rate} records/s to each demo topic")
+    say(f"[bold]Dagster UI: http://127.0.0.1:{port}[/bold]  (Ctrl-C to stop; dagster dev's full log: {log_path})")
 
     dagster = shutil.which("dagster", path=os.path.dirname(sys.executable)) or "dagster"
     # dagster dev runs in its own process group, so a terminal's Ctrl-C reaches only us; we hand
     # it exactly one SIGINT (a second one during its shutdown leaves it hanging) and, once it is
     # done, end whatever is left in its group, so no server or run worker outlives us.
     proc = subprocess.Popen(
-        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=PROJECT_ROOT, start_new_session=True,
+        # warning: the daemons' heartbeat lines (sensor ticks, queue checks) stay out of the terminal; the
+        # runs' own lines (records moved, lag left, failures) come from the run workers and stay in it.
+        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port), "--log-level", "warning"],
+        cwd=PROJECT_ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONWARNINGS": DAGSTER_DEV_SUPERSEDED},
         # A shell that starts us in the background (`&`) sets SIGINT to ignored, and children inherit
         # that: dagster dev would never hear the SIGINT we forward. Give it the default back.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    relay = OutputRelay(proc.stdout, log_path)
+    relay.start()
     stop_requested_at: float | None = None
 
     def stop(*_):
         nonlocal stop_requested_at
         if stop_requested_at is None:
             stop_requested_at = time.monotonic()
-            console.print("stopping ...")
+            say("stopping ...")
             proc.send_signal(signal.SIGINT)
 
     signal.signal(signal.SIGTERM, stop)
@@ -150,15 +160,16 @@ def dev(port: int, rate: int) -> None:
         while (code := proc.poll()) is None:
             # dagster dev can hang in its shutdown (seen with runs in flight); give it a while, then end it.
             if stop_requested_at is not None and time.monotonic() - stop_requested_at > DAGSTER_STOP_GRACE_S:
-                console.print(f"dagster dev did not stop within {DAGSTER_STOP_GRACE_S}s; ending its processes")
+                say(f"dagster dev did not stop within {DAGSTER_STOP_GRACE_S}s; ending its processes")
                 break
             time.sleep(0.5)
     finally:
         _end_process_group(proc.pid)
+    relay.join(timeout=5)
     traffic.stop()
-    console.print(f"demo traffic stopped after {traffic.produced} records")
+    say(f"demo traffic stopped after {traffic.produced} records")
     if not was_running:
-        stack.down(log=lambda line: console.print(line))
+        stack.down(log=say)
     sys.exit(0 if stop_requested_at is not None else code)
 
 

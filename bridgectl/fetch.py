@@ -6,10 +6,15 @@ versions are pinned in the pom files and go.sum beside this module.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
+from typing import Iterator
 
 from bridgectl.paths import STACK_FILES, cache_dir
 
@@ -23,8 +28,34 @@ SPARK_KAFKA_ARTIFACTS = (
 )
 
 
+PROGRESS_EVERY_S = 15
+
+
 class MissingToolError(RuntimeError):
     pass
+
+
+@contextlib.contextmanager
+def first_run_step(what: str) -> Iterator[None]:
+    """Say what a first run fetches or builds, how it is going every few seconds, and when it is done
+    (on stderr: `bridgectl local env` prints shell lines on stdout)."""
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    started, done = time.monotonic(), threading.Event()
+
+    def tick() -> None:
+        while not done.wait(PROGRESS_EVERY_S):
+            say(f"  ... still {what}: {time.monotonic() - started:.0f} s")
+
+    say(f"{what} (first run only) ...")
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+    say(f"  done {what} in {time.monotonic() - started:.0f} s")
 
 
 def require_tool(name: str, purpose: str) -> str:
@@ -34,7 +65,8 @@ def require_tool(name: str, purpose: str) -> str:
     return path
 
 
-def _copy_maven_dependencies(pom: Path, target: Path, include: tuple[str, ...] = (), transitive: bool = True) -> None:
+def _copy_maven_dependencies(what: str, pom: Path, target: Path, include: tuple[str, ...] = (),
+                             transitive: bool = True) -> None:
     mvn = require_tool("mvn", "Apache Maven, to fetch jars from Maven Central")
     require_tool("java", "OpenJDK 17, to run Kafka and Spark")
     partial = target.with_name(target.name + ".partial")
@@ -47,7 +79,8 @@ def _copy_maven_dependencies(pom: Path, target: Path, include: tuple[str, ...] =
         cmd.append("-DincludeArtifactIds=" + ",".join(include))
     if not transitive:
         cmd.append("-DexcludeTransitive=true")
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    with first_run_step(f"fetching {what} from Maven Central"):
+        result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         errors = [line for line in result.stdout.splitlines() if "ERROR" in line][:3]
         raise RuntimeError(f"maven could not resolve {pom.name}: " + " | ".join(errors))
@@ -59,7 +92,8 @@ def kafka_server_jars() -> Path:
     """Folder with the Apache Kafka broker's classpath."""
     target = cache_dir() / "kafka-libs"
     if not target.is_dir():
-        _copy_maven_dependencies(STACK_FILES / "maven" / "kafka-server.pom.xml", target)
+        _copy_maven_dependencies("the Apache Kafka broker's jars", STACK_FILES / "maven" / "kafka-server.pom.xml",
+                                 target)
     return target
 
 
@@ -67,9 +101,8 @@ def spark_kafka_jars() -> list[str]:
     """Jar files that add Spark's Kafka source to the pinned pyspark."""
     target = cache_dir() / "spark-kafka-libs"
     if not target.is_dir():
-        _copy_maven_dependencies(
-            STACK_FILES / "maven" / "spark-kafka.pom.xml", target, SPARK_KAFKA_ARTIFACTS
-        )
+        _copy_maven_dependencies("Spark's Kafka source (spark-sql-kafka-0-10)",
+                                 STACK_FILES / "maven" / "spark-kafka.pom.xml", target, SPARK_KAFKA_ARTIFACTS)
     return sorted(str(p) for p in target.glob("*.jar"))
 
 
@@ -77,8 +110,7 @@ def kafka_connect_jars() -> Path:
     """Folder with a Kafka Connect standalone worker's classpath (the benchmark's reference rows)."""
     target = cache_dir() / "kafka-connect-libs"
     if not target.is_dir():
-        print("fetching Kafka Connect 4.1.1 from Maven Central (first use only) ...", flush=True)
-        _copy_maven_dependencies(STACK_FILES / "maven" / "kafka-connect.pom.xml", target)
+        _copy_maven_dependencies("Kafka Connect 4.1.1", STACK_FILES / "maven" / "kafka-connect.pom.xml", target)
     return target
 
 
@@ -86,9 +118,8 @@ def pubsub_java_connector_plugin() -> Path:
     """A Kafka Connect plugin folder holding the released Java Pub/Sub connector (63 MB, shaded)."""
     target = cache_dir() / "pubsub-java-connector"
     if not target.is_dir():
-        print("fetching com.google.cloud:pubsub-group-kafka-connector:1.3.3 from Maven Central (63 MB, first use "
-              "only) ...", flush=True)
-        _copy_maven_dependencies(STACK_FILES / "maven" / "pubsub-java-connector.pom.xml", target, transitive=False)
+        _copy_maven_dependencies("com.google.cloud:pubsub-group-kafka-connector:1.3.3 (63 MB)",
+                                 STACK_FILES / "maven" / "pubsub-java-connector.pom.xml", target, transitive=False)
     return target
 
 
@@ -100,10 +131,9 @@ def pstest_binary() -> Path:
     if not binary.exists():
         go = require_tool("go", "the Go toolchain, to build Google's pstest Pub/Sub emulator")
         binary.parent.mkdir(parents=True, exist_ok=True)
-        result = subprocess.run(
-            [go, "build", "-o", str(binary), "."],
-            cwd=STACK_FILES / "pstest", capture_output=True, text=True,
-        )
+        with first_run_step("building pstest, Google's Pub/Sub fake (Go modules from the Go proxy)"):
+            result = subprocess.run([go, "build", "-o", str(binary), "."], cwd=STACK_FILES / "pstest",
+                                    capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError("building pstest failed: " + result.stderr.strip()[-800:])
     return binary

@@ -9,7 +9,7 @@ done
 VENV="$ROOT/.venv"
 STAMP="$VENV/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
 if [ ! -f "$STAMP" ]; then
-  echo "setting up $VENV (first run only) ..." >&2
+  echo "setting up $VENV: installing the pinned Python packages with pip (first run only, a few minutes) ..." >&2
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q -c constraints.txt -e ".[test]"

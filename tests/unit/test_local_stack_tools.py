@@ -1,5 +1,6 @@
 import json
 import os
+import time
 
 import pytest
 
@@ -59,3 +60,13 @@ def test_a_service_added_since_the_first_up_gets_a_port(tmp_path):
     stack._save_state(state)
     again = LocalStack(home=tmp_path, pick_free_ports=True).ports()
     assert again["kafka"] == ports["kafka"] and again["pubsublite"] > 0
+
+
+def test_a_first_run_step_says_what_it_does_while_it_does_it(monkeypatch, capsys):
+    monkeypatch.setattr(fetch, "PROGRESS_EVERY_S", 0.05)
+    with fetch.first_run_step("fetching the broker's jars from Maven Central"):
+        time.sleep(0.18)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "fetching the broker's jars from Maven Central (first run only) ..."
+    assert lines[1].startswith("  ... still fetching the broker's jars from Maven Central: ")
+    assert lines[-1].startswith("  done fetching the broker's jars from Maven Central in ")

@@ -1,0 +1,46 @@
+"""The terminal of `bridgectl dev`: dagster dev's output relayed line by line, and our own lines, written so
+that a terminal or pipe that went away (`run-local | tee log` ended by Ctrl-C: tee dies first) never stops
+the shutdown that follows."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+from rich.console import Console
+
+_console = Console(stderr=True, soft_wrap=True)
+
+
+def say(line: str) -> None:
+    """One of our own lines (rich markup) on stderr; dropped if stderr is gone."""
+    try:
+        _console.print(line)
+    except (BrokenPipeError, OSError):
+        pass
+
+
+class OutputRelay(threading.Thread):
+    """Copies a child's output to our stdout and, all of it, to a log file. Once stdout is gone it keeps
+    draining into the file only, so the child never blocks on a full pipe or fails writing to a dead one."""
+
+    def __init__(self, source: IO[bytes], log_path: Path):
+        super().__init__(name="output-relay", daemon=True)
+        self._source = source
+        self._log_path = log_path
+        self._to_stdout = True
+
+    def run(self) -> None:
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._log_path, "ab") as log:
+            for line in iter(self._source.readline, b""):
+                log.write(line)
+                log.flush()
+                if self._to_stdout:
+                    try:
+                        sys.stdout.buffer.write(line)
+                        sys.stdout.buffer.flush()
+                    except (BrokenPipeError, OSError):
+                        self._to_stdout = False
