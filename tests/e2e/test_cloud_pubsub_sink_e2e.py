@@ -78,7 +78,7 @@ def test_sensor_requests_a_run_only_when_there_is_lag(stack, spark, tmp_path, un
     kafka_admin().create_topic(topic, partitions=1)
     create_pubsub_topic(topic)
     defs = build_definitions(sink_bridges_file(tmp_path, name, topic))
-    sensor = defs.get_sensor_def(f"{name}_lag_sensor")
+    sensor = defs.resolve_sensor_def(f"{name}_lag_sensor")
     instance = DagsterInstance.ephemeral()
     resources = default_resources()
 

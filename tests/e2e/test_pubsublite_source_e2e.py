@@ -125,7 +125,7 @@ def test_batch_bound_splits_the_backlog_and_the_sensor_sees_it(stack, spark, tmp
     topic, subscription = create_lite_topic(topic_id, partitions=2)
     defs = build_definitions(source_bridge(tmp_path, name, subscription, kafka_topic, batch={"max_records": 100}))
     instance = DagsterInstance.ephemeral()
-    sensor = defs.get_sensor_def(f"{name}_backlog_sensor")
+    sensor = defs.resolve_sensor_def(f"{name}_backlog_sensor")
 
     def evaluate():
         with build_sensor_context(instance=instance, resources=default_resources()) as context:

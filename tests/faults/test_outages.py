@@ -67,7 +67,7 @@ def test_the_sensor_backs_off_a_bridge_whose_kafka_does_not_answer(stack, tmp_pa
         dead = f"127.0.0.1:{probe.getsockname()[1]}"
     name = f"backoff_{unique}"
     defs = build_definitions(sink_bridges_file(tmp_path, name, f"backoff-{unique}"))
-    sensor = defs.get_sensor_def(f"{name}_lag_sensor")
+    sensor = defs.resolve_sensor_def(f"{name}_lag_sensor")
     instance = DagsterInstance.ephemeral()
     resources = {**default_resources(), "kafka": KafkaResource(bootstrap_servers=dead)}
 
