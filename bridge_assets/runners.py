@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from dagster import AssetKey, DagsterInstance, MetadataValue
+from dagster import AssetKey, DagsterInstance, MetadataValue, TableColumn, TableRecord, TableSchema
 
 from bridge_assets import lineage
 from health import HealthSignals
@@ -65,6 +65,20 @@ def _kafka_topic_written(bridge: Bridge) -> tuple[Endpoint, ...]:
     return (lineage.kafka_topic(bridge.config.kafka_topic),)
 
 
+def _partitions_table(plan, per_partition: dict[str, dict[str, int]], counters: tuple[str, ...]) -> MetadataValue:
+    """Per topic-partition, readable at a glance: where the bridge is, how far behind, what this batch moved."""
+    rows = []
+    for topic in sorted(plan.end_offsets):
+        for partition in sorted(plan.end_offsets[topic]):
+            next_offset, counts = plan.next_offsets[topic][partition], per_partition.get(f"{topic}-{partition}", {})
+            rows.append(TableRecord({"topic": topic, "partition": partition, "next_offset": next_offset,
+                                     "lag": plan.end_offsets[topic][partition] - next_offset,
+                                     **{name: counts.get(name, 0) for name in counters}}))
+    columns = [TableColumn("topic", "string"), TableColumn("partition", "int"), TableColumn("next_offset", "int"),
+               TableColumn("lag", "int"), *(TableColumn(name, "int") for name in counters)]
+    return MetadataValue.table(rows, TableSchema(columns=columns))
+
+
 def _rate(records: int, duration_s: float) -> MetadataValue:
     return MetadataValue.float(round(records / duration_s, 1) if duration_s > 0 else 0.0)
 
@@ -92,7 +106,7 @@ def sink_outcome(result: "SinkBatchResult") -> BatchOutcome:
         "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
         "records_per_second": MetadataValue.float(round(result.records_per_second, 1)),
         "lag_remaining": MetadataValue.int(result.plan.lag_after()),
-        "partitions": MetadataValue.json(result.per_partition),
+        "partitions": _partitions_table(result.plan, result.per_partition, ("records", "published", "dead_lettered")),
     }
     if result.dead_letter_refusals:
         metadata["dead_letter_refusals"] = MetadataValue.json(result.dead_letter_refusals)
@@ -263,7 +277,7 @@ def _archive_move(resource, bridge: Bridge, position) -> BatchOutcome:
         "duration_seconds": MetadataValue.float(round(result.duration_s, 3)),
         "records_per_second": _rate(t["records"], result.duration_s),
         "lag_remaining": MetadataValue.int(result.plan.lag_after()),
-        "partitions": MetadataValue.json(result.per_partition),
+        "partitions": _partitions_table(result.plan, result.per_partition, ("records", "files", "skipped")),
     }
     warnings = ()
     if t["skipped"]:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -171,6 +172,18 @@ def dev(port: int, rate: int) -> None:
     if not was_running:
         stack.down(log=say)
     sys.exit(0 if stop_requested_at is not None else code)
+
+
+@main.command()
+@click.option("--url", default="http://127.0.0.1:3000", show_default=True, help="the Dagster UI")
+@click.option("--out", default=".local/screenshots", show_default=True, type=click.Path(path_type=Path))
+@click.option("--bridge", default="demo_orders_to_pubsub", show_default=True, help="whose asset and checks to show")
+def screenshots(url: str, out: Path, bridge: str) -> None:
+    """PNG screenshots of a running UI in headless Chromium: lineage, a bridge's checks and page, runs, sensors."""
+    from bridgectl.screenshots import take
+
+    for path in take(url, out, bridge):
+        say(f"wrote {path}")
 
 
 @main.group()

@@ -61,9 +61,15 @@ def test_each_batch_evaluates_the_checks_and_dead_letters_turn_one_red(stack, sp
 
     def one_batch() -> dict:
         result = materialize([defs.get_assets_def(name)], resources=default_resources(), instance=instance)
+        [materialization] = result.asset_materializations_for_node(name)
+        [row] = materialization.metadata["partitions"].value.records  # the table a person reads
+        tables.append(row.data)
         return {c.check_name: c for c in result.get_asset_check_evaluations()}
 
+    tables = []
     first = one_batch()  # a, b, c: 2 records left, over the bound of 1
+    assert tables[0] == {"topic": topic, "partition": 0, "next_offset": 3, "lag": 2, "records": 3, "published": 3,
+                         "dead_lettered": 0}
     assert set(first) == {"batch_succeeded", "lag_within_bound", "fresh", "no_new_dead_letters"}
     assert first["batch_succeeded"].passed and first["no_new_dead_letters"].passed and first["fresh"].passed
     assert not first["lag_within_bound"].passed
