@@ -76,7 +76,7 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         raise
     except Exception as exc:  # one line naming the bridge, the system and the cause; the trace as metadata
         cause = failure_line(bridge, runner_for(bridge), exc)
-        context.instance.report_runless_asset_event(checks.failed_batch_evaluation(cause).reported(context.asset_key))
+        checks.report(context.instance, context.asset_key, [checks.failed_batch_evaluation(cause)])
         raise Failure(description=cause, metadata={
             "trace": MetadataValue.text("".join(traceback.format_exception(exc))[-20_000:])}) from None
     finally:
@@ -127,8 +127,9 @@ def _continuous_asset(bridge: Bridge, runner: BridgeRunner, reads) -> AssetsDefi
                 if commit.final:
                     yield MaterializeResult(metadata=commit.metadata, check_results=[e.result() for e in evaluations])
                 else:
-                    # A step yields each check's result once: between commits they are reported, when changed.
+                    # A step yields each check's result once: the commits' are recorded beside it, each
+                    # judging the materialization just recorded.
                     yield AssetMaterialization(asset_key=context.asset_key, metadata=commit.metadata)
-                    checks.report_changed(context.instance, context.asset_key, evaluations)
+                    checks.report(context.instance, context.asset_key, evaluations)
 
     return _bridge

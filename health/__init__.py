@@ -25,6 +25,10 @@ from dagster import (
     DagsterInstance, MetadataValue,
 )
 
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,  # not exported at the top level (dagster 1.13)
+)
+
 from connectors.config.bridges_file import Bridge
 
 BATCH_SUCCEEDED = "batch_succeeded"
@@ -54,10 +58,15 @@ class Evaluation:
         return AssetCheckResult(check_name=self.check, passed=self.passed, description=self.description,
                                 metadata=dict(self.metadata), severity=self.severity)
 
-    def reported(self, asset_key: AssetKey) -> AssetCheckEvaluation:
+    def reported(self, instance: DagsterInstance, asset_key: AssetKey) -> AssetCheckEvaluation:
+        """As an event recorded outside a step. It names the asset's latest materialization as what it
+        judges: the UI shows a check's result only for that one."""
+        records = instance.fetch_materializations(asset_key, limit=1).records
+        target = (AssetCheckEvaluationTargetMaterializationData(records[0].storage_id, records[0].run_id,
+                                                                records[0].timestamp) if records else None)
         return AssetCheckEvaluation(asset_key=asset_key, check_name=self.check, passed=self.passed,
                                     description=self.description, metadata=dict(self.metadata),
-                                    severity=self.severity)
+                                    severity=self.severity, target_materialization_data=target)
 
 
 def check_specs(bridge: Bridge, signals: HealthSignals) -> list[AssetCheckSpec]:
@@ -119,17 +128,25 @@ def failed_batch_evaluation(cause: str) -> Evaluation:
     return Evaluation(BATCH_SUCCEEDED, False, cause, {}, AssetCheckSeverity.ERROR)
 
 
+def report(instance: DagsterInstance, asset_key: AssetKey, evaluations: list[Evaluation]) -> None:
+    """Record evaluations made outside a step's own results (a continuous run's commits, a failure)."""
+    for evaluation in evaluations:
+        instance.report_runless_asset_event(evaluation.reported(instance, asset_key))
+
+
 def report_changed(instance: DagsterInstance, asset_key: AssetKey, evaluations: list[Evaluation | None]) -> None:
     """Record the evaluations whose outcome differs from the check's latest one (a sensor asks every few
     seconds; an unchanged outcome is not worth an event each time)."""
     evaluations = [e for e in evaluations if e is not None]
     keys = [AssetCheckKey(asset_key, e.check) for e in evaluations]
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
-    for key, evaluation in zip(keys, evaluations):
-        record = latest.get(key)
-        previous = record.event.asset_check_evaluation if record and record.event else None
-        if previous is None or previous.passed != evaluation.passed:
-            instance.report_runless_asset_event(evaluation.reported(asset_key))
+    report(instance, asset_key, [
+        evaluation for key, evaluation in zip(keys, evaluations)
+        if (previous := _evaluation_of(latest.get(key))) is None or previous.passed != evaluation.passed])
+
+
+def _evaluation_of(record) -> AssetCheckEvaluation | None:
+    return record.event.asset_check_evaluation if record is not None and record.event is not None else None
 
 
 def last_success_time(instance: DagsterInstance, asset_key: AssetKey) -> float | None:

@@ -11,8 +11,10 @@ STAMP="$VENV/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -
 if [ ! -f "$STAMP" ]; then
   echo "setting up $VENV: installing the pinned Python packages with pip (first run only, a few minutes) ..." >&2
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -c constraints.txt -e ".[test]"
+  # pip's build warnings are noise on a terminal; its full output is kept, and shown if it fails.
+  "$VENV/bin/pip" install -q --upgrade pip > "$VENV/pip-install.log" 2>&1 &&
+    "$VENV/bin/pip" install -q -c constraints.txt -e ".[test]" >> "$VENV/pip-install.log" 2>&1 ||
+    { cat "$VENV/pip-install.log" >&2; echo "error: installing the Python packages failed (log above)" >&2; exit 1; }
   rm -f "$VENV"/.installed-*
   touch "$STAMP"
 fi

@@ -45,6 +45,7 @@ def test_a_wrong_credential_fails_with_one_line_and_a_red_check(stack, spark, tm
     assert "DefaultCredentialsError" in trace and len(trace) > len(description)
     check = _latest_check(instance, name, "batch_succeeded")
     assert check is not None and not check.passed and check.description == description
+    assert check.target_materialization_data is None  # the bridge never materialized
 
 
 def test_each_batch_evaluates_the_checks_and_dead_letters_turn_one_red(stack, spark, tmp_path, unique):
@@ -109,6 +110,9 @@ def test_the_lag_sensor_reports_lag_and_freshness_when_they_change(stack, tmp_pa
         evaluate(instance)
         fresh = _latest_check(instance, name, "fresh")
         assert fresh is not None and not fresh.passed and "5 records waiting" in fresh.description
+        # It judges the latest materialization: the UI shows a check's result only for that one.
+        latest = instance.fetch_materializations(AssetKey(name), limit=1).records[0]
+        assert fresh.target_materialization_data.storage_id == latest.storage_id
 
 
 def _check_evaluations(instance: DagsterInstance, name: str, check: str) -> int:
