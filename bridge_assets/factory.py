@@ -76,7 +76,10 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         raise
     except Exception as exc:  # one line naming the bridge, the system and the cause; the trace as metadata
         cause = failure_line(bridge, runner_for(bridge), exc)
-        checks.report(context.instance, context.asset_key, [checks.failed_batch_evaluation(cause)])
+        try:
+            checks.report(context.instance, context.asset_key, [checks.failed_batch_evaluation(cause)])
+        except Exception as report_error:  # noqa: BLE001 - the failure's own line matters more than its check
+            context.log.warning(f"could not record the failed check: {report_error!r}")
         raise Failure(description=cause, metadata={
             "trace": MetadataValue.text("".join(traceback.format_exception(exc))[-20_000:])}) from None
     finally:

@@ -62,8 +62,9 @@ class Evaluation:
         """As an event recorded outside a step. It names the asset's latest materialization as what it
         judges: the UI shows a check's result only for that one."""
         records = instance.fetch_materializations(asset_key, limit=1).records
-        target = (AssetCheckEvaluationTargetMaterializationData(records[0].storage_id, records[0].run_id,
-                                                                records[0].timestamp) if records else None)
+        target = (AssetCheckEvaluationTargetMaterializationData(
+            storage_id=records[0].storage_id, run_id=records[0].run_id, timestamp=records[0].timestamp)
+            if records else None)
         return AssetCheckEvaluation(asset_key=asset_key, check_name=self.check, passed=self.passed,
                                     description=self.description, metadata=dict(self.metadata),
                                     severity=self.severity, target_materialization_data=target)
