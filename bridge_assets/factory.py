@@ -15,8 +15,8 @@ from dagster import (
     MetadataValue, asset,
 )
 
-import health as checks
-from bridge_assets.lineage import BridgeEnds
+import health
+from bridge_assets.lineage import BridgeEnds, Endpoint
 from bridge_assets.runners import BridgeRunner, runner_for
 from connectors.config.bridges_file import Bridge
 from connectors.errors import root_cause
@@ -45,13 +45,13 @@ def _describe(bridge: Bridge, runner: BridgeRunner) -> str:
     return f"{bridge.connector}: {runner.route(bridge)}. {how}"
 
 
-def _asset_properties(bridge: Bridge, runner: BridgeRunner, reads) -> dict:
+def _asset_properties(bridge: Bridge, runner: BridgeRunner, reads: tuple[Endpoint, ...]) -> dict:
     """What every bridge asset shows: key = bridge name, its group, kinds tags, what it reads, its checks."""
     return {
         "name": bridge.name,
         "group_name": bridge.group,
         "deps": [endpoint.key for endpoint in reads],
-        "check_specs": checks.check_specs(bridge, runner.health),
+        "check_specs": health.check_specs(bridge, runner.health),
         "kinds": set(bridge.kind.kinds),
         "description": _describe(bridge, runner),
         "tags": {"connector": bridge.connector, "mode": bridge.mode},
@@ -77,7 +77,7 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
     except Exception as exc:  # one line naming the bridge, the system and the cause; the trace as metadata
         cause = failure_line(bridge, runner_for(bridge), exc)
         try:
-            checks.report(context.instance, context.asset_key, [checks.failed_batch_evaluation(cause)])
+            health.report(context.instance, context.asset_key, [health.failed_batch_evaluation(cause)])
         except Exception as report_error:  # noqa: BLE001 - the failure's own line matters more than its check
             context.log.warning(f"could not record the failed check: {report_error!r}")
         raise Failure(description=cause, metadata={
@@ -91,7 +91,7 @@ def failure_line(bridge: Bridge, runner: BridgeRunner, exc: BaseException) -> st
     return f"bridge {bridge.name} ({system or runner.route(bridge)}): {cause}"
 
 
-def _one_batch_asset(bridge: Bridge, runner: BridgeRunner, reads) -> AssetsDefinition:
+def _one_batch_asset(bridge: Bridge, runner: BridgeRunner, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
     @asset(**_asset_properties(bridge, runner, reads))
     def _bridge(context: AssetExecutionContext) -> MaterializeResult:
         resource = getattr(context.resources, runner.resource_key)
@@ -101,13 +101,13 @@ def _one_batch_asset(bridge: Bridge, runner: BridgeRunner, reads) -> AssetsDefin
         context.log.info(outcome.line)
         for warning in outcome.warnings:
             context.log.warning(warning)
-        evaluations = checks.batch_evaluations(bridge, runner.health, outcome.metadata)
+        evaluations = health.batch_evaluations(bridge, runner.health, outcome.metadata)
         return MaterializeResult(metadata=outcome.metadata, check_results=[e.result() for e in evaluations])
 
     return _bridge
 
 
-def _continuous_asset(bridge: Bridge, runner: BridgeRunner, reads) -> AssetsDefinition:
+def _continuous_asset(bridge: Bridge, runner: BridgeRunner, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
     from bridge_assets.continuous import commits_until_terminated, loop_batches
 
     # A micro-batch that pulls for longer than a commit interval would hold back the commits.
@@ -126,13 +126,13 @@ def _continuous_asset(bridge: Bridge, runner: BridgeRunner, reads) -> AssetsDefi
             for commit in commits_until_terminated(commits, stop):
                 lease.check()  # a fenced run records nothing
                 context.log.info(commit.line)
-                evaluations = checks.batch_evaluations(bridge, runner.health, commit.metadata)
+                evaluations = health.batch_evaluations(bridge, runner.health, commit.metadata)
                 if commit.final:
                     yield MaterializeResult(metadata=commit.metadata, check_results=[e.result() for e in evaluations])
                 else:
                     # A step yields each check's result once: the commits' are recorded beside it, each
                     # judging the materialization just recorded.
                     yield AssetMaterialization(asset_key=context.asset_key, metadata=commit.metadata)
-                    checks.report(context.instance, context.asset_key, evaluations)
+                    health.report(context.instance, context.asset_key, evaluations)
 
     return _bridge
