@@ -248,12 +248,11 @@ def _lite_source_route(bridge: Bridge) -> str:
 
 
 def _lite_source_reads(bridge: Bridge, systems: dict[str, Any]) -> tuple[Endpoint, ...]:
-    from connectors.pubsublite_source.batch import lite_topic_of
+    from connectors.pubsublite_source.batch import subscription_topic
 
     cfg = bridge.config
     connection = systems["pubsublite"].connection_for(cfg)
-    return (lineage.lite_subscription(str(cfg.subscription_path()),
-                                      lambda: str(lite_topic_of(connection, cfg)[0])),)
+    return (lineage.lite_subscription(str(cfg.subscription_path()), lambda: subscription_topic(connection, cfg)),)
 
 
 PUBSUBLITE_SOURCE = BridgeRunner("pubsublite_source", recorded_lite_cursors, _lite_source_move,

@@ -58,13 +58,8 @@ class Evaluation:
         return AssetCheckResult(check_name=self.check, passed=self.passed, description=self.description,
                                 metadata=dict(self.metadata), severity=self.severity)
 
-    def reported(self, instance: DagsterInstance, asset_key: AssetKey) -> AssetCheckEvaluation:
-        """As an event recorded outside a step. It names the asset's latest materialization as what it
-        judges: the UI shows a check's result only for that one."""
-        records = instance.fetch_materializations(asset_key, limit=1).records
-        target = (AssetCheckEvaluationTargetMaterializationData(
-            storage_id=records[0].storage_id, run_id=records[0].run_id, timestamp=records[0].timestamp)
-            if records else None)
+    def reported(self, asset_key: AssetKey,
+                 target: AssetCheckEvaluationTargetMaterializationData | None) -> AssetCheckEvaluation:
         return AssetCheckEvaluation(asset_key=asset_key, check_name=self.check, passed=self.passed,
                                     description=self.description, metadata=dict(self.metadata),
                                     severity=self.severity, target_materialization_data=target)
@@ -130,9 +125,17 @@ def failed_batch_evaluation(cause: str) -> Evaluation:
 
 
 def report(instance: DagsterInstance, asset_key: AssetKey, evaluations: list[Evaluation]) -> None:
-    """Record evaluations made outside a step's own results (a continuous run's commits, a failure)."""
+    """Record evaluations made outside a step's own results (a continuous run's commits, a failure). Each
+    names the asset's latest materialization as what it judges: the UI shows a check's result only for
+    that one."""
+    if not evaluations:
+        return
+    records = instance.fetch_materializations(asset_key, limit=1).records
+    target = (AssetCheckEvaluationTargetMaterializationData(
+        storage_id=records[0].storage_id, run_id=records[0].run_id, timestamp=records[0].timestamp)
+        if records else None)
     for evaluation in evaluations:
-        instance.report_runless_asset_event(evaluation.reported(instance, asset_key))
+        instance.report_runless_asset_event(evaluation.reported(asset_key, target))
 
 
 def report_changed(instance: DagsterInstance, asset_key: AssetKey, evaluations: list[Evaluation | None]) -> None:

@@ -44,6 +44,12 @@ class LiteSourceBatchResult:
         return self.messages / self.duration_s if self.duration_s > 0 else 0.0
 
 
+def subscription_topic(connection: LiteConnection, config: PubSubLiteSourceConfig) -> str:
+    """The subscription's topic path (one admin call)."""
+    path = config.subscription_path()
+    return connection.admin(region_of(path.location)).get_subscription(path).topic
+
+
 def lite_topic_of(connection: LiteConnection, config: PubSubLiteSourceConfig):
     """The subscription's topic and its partition count (two admin calls)."""
     from google.cloud.pubsublite.types import TopicPath
