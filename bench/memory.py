@@ -27,7 +27,7 @@ def main() -> None:
     from connectors.cloud_pubsub.clients import PubSubConnection
     from connectors.cloud_pubsub_sink.batch import run_sink_batch
     from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-    from connectors.config.bridges_file import BatchSettings
+    from connectors.bridge import BatchSettings
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
 

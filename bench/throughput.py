@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    from connectors.config.bridges_file import BatchSettings
+    from connectors.bridge import BatchSettings
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
 
@@ -152,7 +152,7 @@ def _cloud_source(measure, spark, admin, size, count):
     from connectors.cloud_pubsub.clients import PubSubConnection
     from connectors.cloud_pubsub_source.batch import run_source_batch
     from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
-    from connectors.config.bridges_file import BatchSettings
+    from connectors.bridge import BatchSettings
 
     connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
     for label, keys in CLOUD_SOURCE_SETTINGS.items():
@@ -172,7 +172,7 @@ def _cloud_source(measure, spark, admin, size, count):
 
 
 def _lite_source(measure, spark, admin, subscription, size, count):
-    from connectors.config.bridges_file import BatchSettings
+    from connectors.bridge import BatchSettings
     from connectors.pubsublite_source.batch import run_lite_source_batch
     from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 

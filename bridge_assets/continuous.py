@@ -15,10 +15,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from dagster import MetadataValue
+from connectors.bridge import ContinuousSettings
+from connectors.plugin import BatchReport
 
-from bridge_assets.runners import BatchOutcome
-from connectors.config.bridges_file import ContinuousSettings
+
+@dataclass(frozen=True)
+class Commit:
+    position: Any  # where the next batch starts
+    values: dict[str, Any]
+    line: str
+    final: bool = False  # the loop's clean end: the run's own result
 
 
 @dataclass
@@ -29,44 +35,37 @@ class CommitWindow:
     batches: int = 0
     moved: int = 0
     sums: dict[str, int] = field(default_factory=dict)
-    last: BatchOutcome | None = None
+    last: BatchReport | None = None
 
-    def add(self, outcome: BatchOutcome) -> None:
+    def add(self, report: BatchReport) -> None:
         self.batches += 1
-        self.moved += outcome.moved
-        for name in outcome.counters:
-            self.sums[name] = self.sums.get(name, 0) + outcome.metadata[name].value
-        self.last = outcome
+        self.moved += report.moved
+        for name in report.counters:
+            self.sums[name] = self.sums.get(name, 0) + report.values[name]
+        self.last = report
 
-    def metadata(self, now: float) -> dict[str, MetadataValue]:
-        """The last batch's metadata (its position, lag, partitions) with the window's totals and rate."""
+    def commit(self, now: float, final: bool = False) -> Commit:
+        """The last batch's position and values (lag, partitions) with the window's totals and rate."""
         assert self.last is not None, "an empty window records nothing"
         seconds = max(now - self.opened_at, 1e-6)
-        return {
-            **self.last.metadata,
-            **{name: MetadataValue.int(value) for name, value in self.sums.items()},
-            "duration_seconds": MetadataValue.float(round(seconds, 3)),
-            "records_per_second": MetadataValue.float(round(self.moved / seconds, 1)),
-            "micro_batches": MetadataValue.int(self.batches),
+        values = {
+            **self.last.values,
+            **self.sums,
+            "duration_seconds": round(seconds, 3),
+            "records_per_second": round(self.moved / seconds, 1),
+            "micro_batches": self.batches,
         }
+        return Commit(self.last.position, values, self._line(seconds), final)
 
-    def line(self, now: float) -> str:
-        seconds = max(now - self.opened_at, 1e-6)
+    def _line(self, seconds: float) -> str:
         if not self.batches:
             return f"nothing moved in the last {seconds:.1f}s"
         return (f"{self.moved} moved in {self.batches} micro-batches over {seconds:.1f}s "
                 f"({self.moved / seconds:.0f}/s); last: {self.last.line}")
 
 
-@dataclass(frozen=True)
-class Commit:
-    metadata: dict[str, MetadataValue]
-    line: str
-    final: bool = False  # the loop's clean end: the run's own result
-
-
 def loop_batches(
-    move: Callable[[Any], BatchOutcome],
+    move: Callable[[Any], BatchReport],
     pending: Callable[[Any], bool],
     position: Any,
     settings: ContinuousSettings,
@@ -100,7 +99,7 @@ def loop_batches(
                 look_first = True
             now = clock()
             if window.batches and now - window.opened_at >= commit_s:
-                yield Commit(window.metadata(now), window.line(now))
+                yield window.commit(now)
                 window = CommitWindow(now)
             if look_first:
                 sleep(max(0.0, trigger_s - (clock() - started)))
@@ -108,12 +107,12 @@ def loop_batches(
         raise
     except BaseException:
         if window.batches:
-            yield Commit(window.metadata(clock()), window.line(clock()))
+            yield window.commit(clock())
         raise
     if not window.batches:  # a clean end records once more, with nothing new moved since the last commit
         window = CommitWindow(window.opened_at, sums=dict.fromkeys(latest.counters, 0), last=latest)
     now = clock()
-    yield Commit(window.metadata(now), window.line(now), final=True)
+    yield window.commit(now, final=True)
 
 
 @contextlib.contextmanager

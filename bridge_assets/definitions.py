@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from dagster import Definitions, in_process_executor
 
 from bridge_assets.factory import bridge_ends, build_bridge_asset
 from bridge_assets.lineage import external_specs
-from bridge_assets.runners import runner_for
 from connectors.config.bridges_file import load_bridges
 from jobs import build_bridge_job, job_name
 from resources import default_resources
@@ -17,12 +18,12 @@ def build_definitions(bridges_file: str | None = None) -> Definitions:
     bridges = load_bridges(bridges_file)
     resources = default_resources()
     # For lineage only: where to ask a subscription's topic.
-    systems = {key: resources[key].process_config_and_initialize() for key in ("pubsub", "pubsublite")}
+    systems = SimpleNamespace(**{key: resources[key].process_config_and_initialize() for key in ("pubsub", "pubsublite")})
     ends = [bridge_ends(b, systems) for b in bridges]
     return Definitions(
         assets=[*(build_bridge_asset(b, e) for b, e in zip(bridges, ends)), *external_specs(ends)],
         jobs=[build_bridge_job(b) for b in bridges],
-        sensors=[build_bridge_sensor(b, job_name(b), runner_for(b).health) for b in bridges],
+        sensors=[build_bridge_sensor(b, job_name(b)) for b in bridges],
         resources=resources,
         # Also for `dagster asset materialize` and the UI's ad hoc runs: one step per bridge, so a
         # subprocess per step would only add seconds of start-up (and a second Spark session).

@@ -1,4 +1,4 @@
-"""One software-defined asset per bridge, built from its connector's runner (bridge_assets/runners.py).
+"""One software-defined asset per bridge, built from its connector plugin's declarations (connectors/plugin.py).
 
 `mode: batch` (the default): a run moves one micro-batch and records where it got to.
 `mode: continuous`: a run loops micro-batches and records the position every commit interval.
@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import threading
 import traceback
-from typing import Any, Iterator
+from typing import Iterator
 
 from dagster import (
     AssetExecutionContext, AssetKey, AssetMaterialization, AssetsDefinition, Failure, MaterializeResult,
@@ -16,47 +16,48 @@ from dagster import (
 )
 
 import health
-from bridge_assets.lineage import BridgeEnds, Endpoint
-from bridge_assets.runners import BridgeRunner, runner_for
-from connectors.config.bridges_file import Bridge
+from bridge_assets.lineage import BridgeEnds
+from bridge_assets.metadata import as_metadata, recorded_position
+from connectors.bridge import Bridge
+from connectors.endpoints import Endpoint
 from connectors.errors import root_cause
+from connectors.plugin import Systems
 from jobs.lease import BridgeBusy, BridgeLease
 
 
-def bridge_ends(bridge: Bridge, systems: dict[str, Any]) -> BridgeEnds:
+def bridge_ends(bridge: Bridge, systems: Systems) -> BridgeEnds:
     """What the bridge reads and writes, as lineage endpoints."""
-    runner = runner_for(bridge)
-    return BridgeEnds(AssetKey(bridge.name), bridge.group, runner.reads(bridge, systems), runner.writes(bridge))
+    plugin = bridge.plugin
+    return BridgeEnds(AssetKey(bridge.name), bridge.group, plugin.reads(bridge, systems), plugin.writes(bridge))
 
 
 def build_bridge_asset(bridge: Bridge, ends: BridgeEnds | None = None) -> AssetsDefinition:
-    runner = runner_for(bridge)
     build = _continuous_asset if bridge.mode == "continuous" else _one_batch_asset
-    return build(bridge, runner, ends.reads if ends else ())
+    return build(bridge, ends.reads if ends else ())
 
 
-def _describe(bridge: Bridge, runner: BridgeRunner) -> str:
+def _describe(bridge: Bridge) -> str:
     if bridge.mode == "continuous":
         c = bridge.continuous
         how = (f"One run loops micro-batches (every {c.trigger_interval_ms} ms when idle) and records its position "
                f"every {c.commit_interval_ms} ms, for up to {c.max_run_minutes:g} minutes.")
     else:
         how = "One run moves one micro-batch."
-    return f"{bridge.connector}: {runner.route(bridge)}. {how}"
+    return f"{bridge.connector}: {bridge.plugin.route(bridge)}. {how}"
 
 
-def _asset_properties(bridge: Bridge, runner: BridgeRunner, reads: tuple[Endpoint, ...]) -> dict:
+def _asset_properties(bridge: Bridge, reads: tuple[Endpoint, ...]) -> dict:
     """What every bridge asset shows: key = bridge name, its group, kinds tags, what it reads, its checks."""
     return {
         "name": bridge.name,
         "group_name": bridge.group,
-        "deps": [endpoint.key for endpoint in reads],
-        "check_specs": health.check_specs(bridge, runner.health),
-        "kinds": set(bridge.kind.kinds),
-        "description": _describe(bridge, runner),
+        "deps": [AssetKey(endpoint.key) for endpoint in reads],
+        "check_specs": health.check_specs(bridge),
+        "kinds": set(bridge.plugin.kinds),
+        "description": _describe(bridge),
         "tags": {"connector": bridge.connector, "mode": bridge.mode},
         "op_tags": {"bridge": bridge.name},
-        "required_resource_keys": {runner.resource_key, "bridge_lease"},
+        "required_resource_keys": {*bridge.plugin.systems, "bridge_lease"},
     }
 
 
@@ -75,7 +76,7 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
     except Failure:
         raise
     except Exception as exc:  # one line naming the bridge, the system and the cause; the trace as metadata
-        cause = failure_line(bridge, runner_for(bridge), exc)
+        cause = failure_line(bridge, exc)
         try:
             health.report(context.instance, context.asset_key, [health.failed_batch_evaluation(cause)])
         except Exception as report_error:  # noqa: BLE001 - the failure's own line matters more than its check
@@ -86,53 +87,60 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         lease.release()
 
 
-def failure_line(bridge: Bridge, runner: BridgeRunner, exc: BaseException) -> str:
+def failure_line(bridge: Bridge, exc: BaseException) -> str:
     system, cause = root_cause(exc)
-    return f"bridge {bridge.name} ({system or runner.route(bridge)}): {cause}"
+    return f"bridge {bridge.name} ({system or bridge.plugin.route(bridge)}): {cause}"
 
 
-def _one_batch_asset(bridge: Bridge, runner: BridgeRunner, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
-    @asset(**_asset_properties(bridge, runner, reads))
+def _one_batch_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
+    plugin = bridge.plugin
+
+    @asset(**_asset_properties(bridge, reads))
     def _bridge(context: AssetExecutionContext) -> MaterializeResult:
-        resource = getattr(context.resources, runner.resource_key)
         with _holding_lease(context, bridge) as lease:
-            outcome = runner.move(resource, bridge, runner.recorded(context.instance, context.asset_key))
+            report = plugin.run_batch(context.resources, bridge,
+                                      recorded_position(context.instance, context.asset_key, plugin.position))
             lease.check()
-        context.log.info(outcome.line)
-        for warning in outcome.warnings:
+        context.log.info(report.line)
+        for warning in report.warnings:
             context.log.warning(warning)
-        evaluations = health.batch_evaluations(bridge, runner.health, outcome.metadata)
-        return MaterializeResult(metadata=outcome.metadata, check_results=[e.result() for e in evaluations])
+        evaluations = health.batch_evaluations(bridge, report.values)
+        return MaterializeResult(metadata=as_metadata(plugin.position, report.position, report.values),
+                                 check_results=[e.result() for e in evaluations])
 
     return _bridge
 
 
-def _continuous_asset(bridge: Bridge, runner: BridgeRunner, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
+def _continuous_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
     from bridge_assets.continuous import commits_until_terminated, loop_batches
 
+    plugin = bridge.plugin
     # A micro-batch that pulls for longer than a commit interval would hold back the commits.
     looping = dataclasses.replace(bridge, batch=bridge.batch.model_copy(
         update={"max_seconds": bridge.batch.max_seconds or bridge.continuous.commit_interval_ms / 1000}))
 
-    @asset(**_asset_properties(bridge, runner, reads))
+    @asset(**_asset_properties(bridge, reads))
     def _bridge(context: AssetExecutionContext):
-        resource = getattr(context.resources, runner.resource_key)
-        with _holding_lease(context, bridge) as lease, resource.spark.batch_session(bridge.name):
-            position = runner.recorded(context.instance, context.asset_key)
-            pending = runner.watcher(resource, looping)
+        systems = context.resources
+        # One Spark session for the whole run, not one per micro-batch.
+        session = systems.spark.batch_session(bridge.name) if "spark" in plugin.systems else contextlib.nullcontext()
+        with _holding_lease(context, bridge) as lease, session:
+            position = recorded_position(context.instance, context.asset_key, plugin.position)
+            pending = plugin.watch(systems, looping)
             stop = threading.Event()
-            commits = loop_batches(lambda at: runner.move(resource, looping, at), pending, position,
+            commits = loop_batches(lambda at: plugin.run_batch(systems, looping, at), pending, position,
                                    looping.continuous, context.log.warning, stop)
             for commit in commits_until_terminated(commits, stop):
                 lease.check()  # a fenced run records nothing
                 context.log.info(commit.line)
-                evaluations = health.batch_evaluations(bridge, runner.health, commit.metadata)
+                evaluations = health.batch_evaluations(bridge, commit.values)
+                metadata = as_metadata(plugin.position, commit.position, commit.values)
                 if commit.final:
-                    yield MaterializeResult(metadata=commit.metadata, check_results=[e.result() for e in evaluations])
+                    yield MaterializeResult(metadata=metadata, check_results=[e.result() for e in evaluations])
                 else:
                     # A step yields each check's result once: the commits' are recorded beside it, each
                     # judging the materialization just recorded.
-                    yield AssetMaterialization(asset_key=context.asset_key, metadata=commit.metadata)
+                    yield AssetMaterialization(asset_key=context.asset_key, metadata=metadata)
                     health.report(context.instance, context.asset_key, evaluations)
 
     return _bridge

@@ -12,67 +12,14 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
 from dagster import AssetKey, AssetSpec
 
+from connectors.endpoints import Endpoint
+
 log = logging.getLogger(__name__)
 LOOKUP_DEADLINE_S = 4.0
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A topic, subscription or S3 prefix outside Dagster that a bridge reads or writes."""
-
-    key: AssetKey
-    kind: str  # the system, shown as the asset's kind tag
-    description: str
-    # A subscription's topic, looked up at load: (what to ask, how to ask it) -> the topic's Endpoint.
-    fed_by: Callable[[], Endpoint | None] | None = None
-
-
-def kafka_topic(topic: str) -> Endpoint:
-    return Endpoint(AssetKey(["kafka", topic]), "kafka", f"Kafka topic {topic}")
-
-
-def pubsub_topic(project: str, topic: str) -> Endpoint:
-    return Endpoint(AssetKey(["pubsub", project, "topics", topic]), "pubsub",
-                    f"Pub/Sub topic projects/{project}/topics/{topic}")
-
-
-def pubsub_subscription(project: str, subscription: str, topic_of: Callable[[], str | None]) -> Endpoint:
-    """`topic_of` answers the subscription's topic as `projects/p/topics/t` (None: unknown)."""
-
-    def fed_by() -> Endpoint | None:
-        path = topic_of()
-        parts = path.split("/") if path else []
-        return pubsub_topic(parts[1], parts[3]) if len(parts) == 4 else None
-
-    return Endpoint(AssetKey(["pubsub", project, "subscriptions", subscription]), "pubsub",
-                    f"Pub/Sub subscription projects/{project}/subscriptions/{subscription}", fed_by)
-
-
-def lite_topic(path: str) -> Endpoint:
-    """`path`: projects/p/locations/l/topics/t."""
-    _, project, _, location, _, name = str(path).split("/")
-    return Endpoint(AssetKey(["pubsublite", project, location, "topics", name]), "pubsublite",
-                    f"Pub/Sub Lite topic {path}")
-
-
-def lite_subscription(path: str, topic_of: Callable[[], str | None]) -> Endpoint:
-    _, project, _, location, _, name = str(path).split("/")
-
-    def fed_by() -> Endpoint | None:
-        topic = topic_of()
-        return lite_topic(topic) if topic else None
-
-    return Endpoint(AssetKey(["pubsublite", project, location, "subscriptions", name]), "pubsublite",
-                    f"Pub/Sub Lite subscription {path}", fed_by)
-
-
-def s3_prefix(bucket: str, prefix: str) -> Endpoint:
-    return Endpoint(AssetKey(["s3", bucket, *[p for p in prefix.split("/") if p]]), "s3",
-                    f"S3 s3://{bucket}/{prefix}")
 
 
 @dataclass(frozen=True)
@@ -94,16 +41,17 @@ def external_specs(bridges: Iterable[BridgeEnds]) -> list[AssetSpec]:
     writers: dict[AssetKey, list[AssetKey]] = {}
     for bridge in bridges:
         for endpoint in (*bridge.reads, *bridge.writes):
-            endpoints.setdefault(endpoint.key, endpoint)
-            groups.setdefault(endpoint.key, bridge.group)
+            endpoints.setdefault(AssetKey(endpoint.key), endpoint)
+            groups.setdefault(AssetKey(endpoint.key), bridge.group)
         for endpoint in bridge.writes:
-            writers.setdefault(endpoint.key, []).append(bridge.asset)
+            writers.setdefault(AssetKey(endpoint.key), []).append(bridge.asset)
 
     for key, topic in _look_up_topics([e for e in endpoints.values() if e.fed_by]).items():
-        if topic.key not in endpoints:
-            endpoints[topic.key] = topic
-            groups[topic.key] = groups[key]
-        writers.setdefault(key, []).append(topic.key)
+        topic_key = AssetKey(topic.key)
+        if topic_key not in endpoints:
+            endpoints[topic_key] = topic
+            groups[topic_key] = groups[key]
+        writers.setdefault(key, []).append(topic_key)
 
     return [AssetSpec(key, deps=writers.get(key, []), description=e.description, kinds={e.kind},
                       group_name=groups[key])
@@ -128,7 +76,7 @@ def _look_up_topics(subscriptions: list[Endpoint]) -> dict[AssetKey, Endpoint]:
                         type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
             continue
         if topic is not None:
-            found[subscription.key] = topic
+            found[AssetKey(subscription.key)] = topic
     for future in late:
         log.warning("lineage: the topic of %s is unknown (no answer within %.0f s)", futures[future].description,
                     LOOKUP_DEADLINE_S)

@@ -29,21 +29,12 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,  # not exported at the top level (dagster 1.13)
 )
 
-from connectors.config.bridges_file import Bridge
+from connectors.bridge import Bridge
 
 BATCH_SUCCEEDED = "batch_succeeded"
 LAG_WITHIN_BOUND = "lag_within_bound"
 NO_NEW_DEAD_LETTERS = "no_new_dead_letters"
 FRESH = "fresh"
-
-
-@dataclass(frozen=True)
-class HealthSignals:
-    """Where a connector's batch metadata says how it is doing (declared by its runner)."""
-
-    lag_key: str | None  # metadata name of what is left to move; None: the connector cannot see it
-    lag_unit: str  # "records", "messages"
-    rejected_keys: tuple[str, ...]  # metadata counters of records that did not reach the target as themselves
 
 
 @dataclass(frozen=True)
@@ -65,15 +56,16 @@ class Evaluation:
                                     severity=self.severity, target_materialization_data=target)
 
 
-def check_specs(bridge: Bridge, signals: HealthSignals) -> list[AssetCheckSpec]:
+def check_specs(bridge: Bridge) -> list[AssetCheckSpec]:
+    keys = bridge.plugin.keys
     asset = AssetKey(bridge.name)
     specs = [AssetCheckSpec(BATCH_SUCCEEDED, asset=asset, description="The latest batch ended without an error")]
-    if signals.lag_key:
+    if keys.lag:
         specs += [
             AssetCheckSpec(LAG_WITHIN_BOUND, asset=asset,
-                           description=f"At most {bridge.max_lag} {signals.lag_unit} not moved yet (checks.max_lag)"),
+                           description=f"At most {bridge.max_lag} {keys.unit} not moved yet (checks.max_lag)"),
             AssetCheckSpec(FRESH, asset=asset, description=(
-                f"With {signals.lag_unit} to move, the last successful batch is at most "
+                f"With {keys.unit} to move, the last successful batch is at most "
                 f"{bridge.checks.max_age_minutes:g} minutes old (checks.max_age_minutes)")),
         ]
     specs.append(AssetCheckSpec(NO_NEW_DEAD_LETTERS, asset=asset,
@@ -81,16 +73,17 @@ def check_specs(bridge: Bridge, signals: HealthSignals) -> list[AssetCheckSpec]:
     return specs
 
 
-def lag_evaluation(bridge: Bridge, signals: HealthSignals, lag: int) -> Evaluation:
+def lag_evaluation(bridge: Bridge, lag: int) -> Evaluation:
+    keys = bridge.plugin.keys
     passed = lag <= bridge.max_lag
     return Evaluation(LAG_WITHIN_BOUND, passed,
-                      f"{lag} {signals.lag_unit} not moved yet ({'within' if passed else 'over'} the bound of "
+                      f"{lag} {keys.unit} not moved yet ({'within' if passed else 'over'} the bound of "
                       f"{bridge.max_lag})", {"lag": MetadataValue.int(lag), "max_lag": MetadataValue.int(bridge.max_lag)})
 
 
-def fresh_evaluation(bridge: Bridge, signals: HealthSignals, lag: int, last_success: float | None,
-                     now: float) -> Evaluation | None:
+def fresh_evaluation(bridge: Bridge, lag: int, last_success: float | None, now: float) -> Evaluation | None:
     """None when it cannot be told yet: records waiting, and no batch has succeeded so far."""
+    keys = bridge.plugin.keys
     max_age_s = bridge.checks.max_age_minutes * 60
     if lag == 0:
         return Evaluation(FRESH, True, "nothing to move", {"lag": MetadataValue.int(0)})
@@ -99,20 +92,20 @@ def fresh_evaluation(bridge: Bridge, signals: HealthSignals, lag: int, last_succ
     age_s = now - last_success
     passed = age_s <= max_age_s
     return Evaluation(FRESH, passed, (
-        f"{lag} {signals.lag_unit} waiting; last successful batch {age_s / 60:.1f} minutes ago"
+        f"{lag} {keys.unit} waiting; last successful batch {age_s / 60:.1f} minutes ago"
         + ("" if passed else f", over {bridge.checks.max_age_minutes:g}")),
         {"lag": MetadataValue.int(lag), "minutes_since_last_success": MetadataValue.float(round(age_s / 60, 2))})
 
 
-def batch_evaluations(bridge: Bridge, signals: HealthSignals,
-                      metadata: Mapping[str, MetadataValue]) -> list[Evaluation]:
-    """The checks of a batch (or a continuous run's commit) that succeeded, from the metadata it records."""
+def batch_evaluations(bridge: Bridge, values: Mapping[str, Any]) -> list[Evaluation]:
+    """The checks of a batch (or a continuous run's commit) that succeeded, from the values it reports."""
+    keys = bridge.plugin.keys
     evaluations = [Evaluation(BATCH_SUCCEEDED, True, "the latest batch succeeded", {}, AssetCheckSeverity.ERROR)]
-    if signals.lag_key:
-        lag = int(metadata[signals.lag_key].value)
-        evaluations += [lag_evaluation(bridge, signals, lag),
+    if keys.lag:
+        lag = int(values[keys.lag])
+        evaluations += [lag_evaluation(bridge, lag),
                         Evaluation(FRESH, True, "a batch just succeeded", {"lag": MetadataValue.int(lag)})]
-    rejected = {name: int(metadata[name].value) for name in signals.rejected_keys if metadata[name].value}
+    rejected = {name: int(values[name]) for name in keys.rejected if values[name]}
     evaluations.append(Evaluation(
         NO_NEW_DEAD_LETTERS, not rejected,
         ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in rejected.items()) or "none",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job, in_process_executor
 
-from connectors.config.bridges_file import Bridge
+from connectors.bridge import Bridge
 
 
 def job_name(bridge: Bridge) -> str:

@@ -1,9 +1,7 @@
-"""Dagster resources: thin wrappers that hand connection settings to the Dagster-free connectors."""
+"""Dagster resources: the shared systems (Kafka, Pub/Sub, Pub/Sub Lite, Spark) a connector plugin lists in
+`ConnectorPlugin.systems`, by those names, each a thin wrapper handing connection settings to the Dagster-free
+connectors."""
 
-from resources.connectors import (
-    CloudPubSubSinkResource, CloudPubSubSourceResource, PubSubLiteSinkResource, PubSubLiteSourceResource,
-    S3BlockGzipSinkResource,
-)
 from resources.defaults import default_resources
 from resources.kafka import KafkaResource
 from resources.lease import BridgeLeaseResource
@@ -12,6 +10,5 @@ from resources.pubsublite import PubSubLiteResource
 from resources.spark import SparkResource
 
 __all__ = [
-    "BridgeLeaseResource", "CloudPubSubSinkResource", "CloudPubSubSourceResource", "KafkaResource", "PubSubLiteResource",
-    "PubSubLiteSinkResource", "PubSubLiteSourceResource", "PubSubResource", "S3BlockGzipSinkResource", "SparkResource", "default_resources",
+    "BridgeLeaseResource", "KafkaResource", "PubSubLiteResource", "PubSubResource", "SparkResource", "default_resources",
 ]

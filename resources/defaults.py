@@ -6,10 +6,6 @@ from typing import Any
 
 from dagster import EnvVar
 
-from resources.connectors import (
-    CloudPubSubSinkResource, CloudPubSubSourceResource, PubSubLiteSinkResource, PubSubLiteSourceResource,
-    S3BlockGzipSinkResource,
-)
 from resources.kafka import KafkaResource
 from resources.lease import BridgeLeaseResource
 from resources.pubsub import PubSubResource
@@ -49,9 +45,4 @@ def default_resources() -> dict[str, Any]:
         "pubsub": pubsub,
         "pubsublite": pubsublite,
         "spark": spark,
-        "cloud_pubsub_sink": CloudPubSubSinkResource(kafka=kafka, pubsub=pubsub, spark=spark),
-        "cloud_pubsub_source": CloudPubSubSourceResource(kafka=kafka, pubsub=pubsub, spark=spark),
-        "pubsublite_sink": PubSubLiteSinkResource(kafka=kafka, pubsublite=pubsublite, spark=spark),
-        "pubsublite_source": PubSubLiteSourceResource(kafka=kafka, pubsublite=pubsublite, spark=spark),
-        "s3_block_gzip_sink": S3BlockGzipSinkResource(kafka=kafka, spark=spark),
     }

@@ -1,4 +1,6 @@
-"""One sensor per bridge. It only asks for offsets (cheap admin calls) and never consumes."""
+"""One sensor per bridge, chosen by what its connector plugin declares: a continuous bridge gets a keeper, a
+connector with a signal (Kafka lag, Lite backlog) a sensor that asks it (cheap admin calls, never consuming),
+one without an interval sensor."""
 
 
 import hashlib
@@ -11,13 +13,10 @@ from dagster import (
 )
 
 import health
+from connectors.bridge import Bridge
 from jobs.lease import fence_if_stale
-from sensors.backoff import evaluate_with_backoff
-from sensors.recorded_offsets import recorded_kafka_offsets, recorded_lite_cursors
-from connectors.config.bridges_file import Bridge
-from resources.kafka import KafkaResource
 from resources.lease import BridgeLeaseResource
-from resources.pubsublite import PubSubLiteResource
+from sensors.backoff import evaluate_with_backoff
 
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
@@ -52,19 +51,17 @@ def _sensor_properties(bridge: Bridge, job_name: str, kind: str, description: st
     }
 
 
-def build_bridge_sensor(bridge: Bridge, job_name: str, signals: health.HealthSignals) -> SensorDefinition:
+def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     if bridge.mode == "continuous":
         return build_keeper_sensor(bridge, job_name)
-    if bridge.connector == "CloudPubSubSourceConnector":
+    if bridge.plugin.signal is None:
         return build_interval_sensor(bridge, job_name)
-    if bridge.connector == "PubSubLiteSourceConnector":
-        return build_lite_backlog_sensor(bridge, job_name, signals)
-    return build_kafka_lag_sensor(bridge, job_name, signals)
+    return build_signal_sensor(bridge, job_name)
 
 
 def build_interval_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
-    """For Pub/Sub sources: the backlog is not visible without pulling (the emulator keeps no
-    metrics), so a run is requested on the interval whenever none is in flight."""
+    """For connectors that cannot see their backlog without consuming (the Pub/Sub source: the emulator
+    keeps no metrics): a run is requested on the interval whenever none is in flight."""
     return _run_when_none_in_flight(bridge, job_name, "interval_sensor",
                                     f"Starts {job_name} every interval when no run of it is in flight")
 
@@ -88,68 +85,41 @@ def _run_when_none_in_flight(bridge: Bridge, job_name: str, kind: str, descripti
     return _sensor
 
 
-def _report_health(context: SensorEvaluationContext, bridge: Bridge, signals: health.HealthSignals, lag: int) -> None:
+def _report_health(context: SensorEvaluationContext, bridge: Bridge, lag: int) -> None:
     """The lag and freshness checks, from what the sensor asked anyway (recorded when their outcome changes)."""
     key = AssetKey(bridge.name)
     last_success = health.last_success_time(context.instance, key)
     health.report_changed(context.instance, key, [
-        health.lag_evaluation(bridge, signals, lag),
-        health.fresh_evaluation(bridge, signals, lag, last_success, time.time())])
+        health.lag_evaluation(bridge, lag), health.fresh_evaluation(bridge, lag, last_success, time.time())])
 
 
-def _request_for_position(context: SensorEvaluationContext, job_name: str, bridge: Bridge, position,
-                          tags: dict[str, str]) -> RunRequest:
-    # Same state, same key: a double evaluation cannot start two runs, while a finished
-    # (or failed) run changes the key so the backlog is tried again.
-    state = json.dumps([_latest_run_id(context.instance, job_name), position], sort_keys=True, default=str)
-    return RunRequest(run_key=hashlib.sha256(state.encode()).hexdigest()[:24], tags={"bridge": bridge.name, **tags})
+def build_signal_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+    """Asks the connector's signal how much is waiting past the recorded position; starts a run if anything."""
+    plugin, signal = bridge.plugin, bridge.plugin.signal
+    unit = plugin.keys.unit
 
-
-def build_lite_backlog_sensor(bridge: Bridge, job_name: str, signals: health.HealthSignals) -> SensorDefinition:
-    """For Lite sources: head cursors against the cursors the bridge resumes from (cheap unary calls)."""
-
-    @sensor(**_sensor_properties(bridge, job_name, "backlog_sensor",
-                                 f"Starts {job_name} when Pub/Sub Lite has messages the bridge has not moved yet"))
-    def _backlog_sensor(context: SensorEvaluationContext, pubsublite: PubSubLiteResource,
-                        bridge_lease: BridgeLeaseResource):
-        from connectors.pubsublite_source.batch import lite_positions
-
-        if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
+    @sensor(**_sensor_properties(bridge, job_name, f"{signal.name}_sensor",
+                                 f"Starts {job_name} when there are {unit} the bridge has not moved yet"),
+            required_resource_keys={*signal.systems, "bridge_lease"})
+    def _signal_sensor(context: SensorEvaluationContext):
+        if busy := _run_in_flight(context, job_name, bridge, context.resources.bridge_lease):
             return busy
 
         def check() -> RunRequest | SkipReason:
-            recorded = recorded_lite_cursors(context.instance, AssetKey(bridge.name))
-            starts, heads = lite_positions(pubsublite.connection_for(bridge.config), bridge.config, recorded)
-            backlog = sum(max(0, heads[p] - starts[p]) for p in heads)
-            _report_health(context, bridge, signals, backlog)
-            if backlog == 0:
-                return SkipReason("no new messages")
-            return _request_for_position(context, job_name, bridge, heads, {"backlog_at_request": str(backlog)})
+            # Imported here: importing bridge_assets loads the code location, which imports this module.
+            from bridge_assets.metadata import recorded_position
+
+            recorded = recorded_position(context.instance, AssetKey(bridge.name), plugin.position)
+            waiting = signal.waiting(context.resources, bridge, recorded)
+            _report_health(context, bridge, waiting.amount)
+            if waiting.amount == 0:
+                return SkipReason(f"no new {unit}")
+            # Same state, same key: a double evaluation cannot start two runs, while a finished (or failed)
+            # run changes the key so the backlog is tried again.
+            state = json.dumps([_latest_run_id(context.instance, job_name), waiting.head], sort_keys=True, default=str)
+            return RunRequest(run_key=hashlib.sha256(state.encode()).hexdigest()[:24],
+                              tags={"bridge": bridge.name, f"{signal.name}_at_request": str(waiting.amount)})
 
         return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, check)
 
-    return _backlog_sensor
-
-
-def build_kafka_lag_sensor(bridge: Bridge, job_name: str, signals: health.HealthSignals) -> SensorDefinition:
-    @sensor(**_sensor_properties(bridge, job_name, "lag_sensor",
-                                 f"Starts {job_name} when Kafka has records the bridge has not moved yet"))
-    def _lag_sensor(context: SensorEvaluationContext, kafka: KafkaResource, bridge_lease: BridgeLeaseResource):
-        if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
-            return busy
-
-        def check() -> RunRequest | SkipReason:
-            config = bridge.config
-            admin = kafka.admin()
-            partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
-            recorded = recorded_kafka_offsets(context.instance, AssetKey(bridge.name))
-            plan = admin.plan_batch(partitions, recorded, 2**62, bridge.batch.initial_offsets, bridge.consumer_group)
-            _report_health(context, bridge, signals, plan.total_records)
-            if plan.total_records == 0:
-                return SkipReason("no new records")
-            return _request_for_position(context, job_name, bridge, plan.end_offsets,
-                                         {"lag_at_request": str(plan.total_records)})
-
-        return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, check)
-
-    return _lag_sensor
+    return _signal_sensor

@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.write import SinkTask, publish_arrow_batches
-from connectors.config.bridges_file import BatchSettings
+from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch

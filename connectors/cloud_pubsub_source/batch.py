@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask, pull_and_deliver
-from connectors.config.bridges_file import BatchSettings
+from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,60 +17,18 @@ import javaproperties
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from connectors.config.common import IGNORED_FRAMEWORK_KEYS, ConnectorConfig
-from connectors.registry import CONNECTOR_KINDS, ConnectorKind, kind_for
+from connectors.bridge import (
+    DEFAULT_GROUP, BatchSettings, Bridge, CheckSettings, ContinuousSettings, SensorSettings,
+)
+from connectors.config.common import IGNORED_FRAMEWORK_KEYS
+from connectors.config.providers import ConfigProviderError, resolve
+from connectors.plugins import installed_plugins, plugin_for
 
 DEFAULT_BRIDGES_FILE = "bridges.yaml"
-DEFAULT_GROUP = "bridges"
-SECRET_KEYS = frozenset({"gcp.credentials.json"})
-_ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")  # Kafka Connect's EnvVarConfigProvider syntax
 
 
 class BridgeConfigError(ValueError):
     """The bridges file has problems; the message lists each one."""
-
-
-class BatchSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    # Upper bound on records one run moves, over all partitions; the rest waits for the next run.
-    max_records: int = Field(100_000, ge=1)
-    # Where a bridge starts when no run has recorded offsets yet: the Kafka Connect consumer
-    # group's committed offsets (group `connect-<name>`) if it has any, else earliest.
-    initial_offsets: Literal["committed", "earliest", "latest"] = "committed"
-    # Spark tasks that pull in parallel (source connectors; sinks use one task per Kafka partition).
-    parallelism: int = Field(2, ge=1, le=64)
-    # Kafka, Pub/Sub, Lite or S3 silent this long fails the run with one line naming it.
-    outage_timeout_seconds: int = Field(30, ge=5, le=3600)
-    # Cloud Pub/Sub source: a micro-batch stops pulling after this long, even while messages keep coming
-    # (default: only at max_records or an empty pull). Continuous mode sets it to the commit interval.
-    max_seconds: float | None = Field(None, gt=0, le=86_400)
-
-
-class SensorSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    enabled: bool = True
-    interval_seconds: int = Field(30, ge=1, le=86_400)
-
-
-class ContinuousSettings(BaseModel):
-    """How a bridge in `mode: continuous` loops: one long-lived run moving micro-batches back to back."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    # With nothing to move, look again after this long (a batch that moved records is followed at once).
-    trigger_interval_ms: int = Field(200, ge=10, le=60_000)
-    # Record the position (a materialization) at most this often, like Kafka Connect's offset flush.
-    commit_interval_ms: int = Field(5_000, ge=100, le=3_600_000)
-    # The run ends cleanly after this long and the sensor starts the next one (fresh logs, fresh clients).
-    max_run_minutes: float = Field(60, gt=0, le=7 * 24 * 60)
-
-
-class CheckSettings(BaseModel):
-    """Bounds of the bridge's asset checks (see bridge_assets/checks.py)."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    # Records (Kafka sinks) or messages (Lite source) not moved yet that still count as healthy;
-    # default: one batch's worth (batch.max_records).
-    max_lag: int | None = Field(None, ge=0)
-    # Records waiting and no successful batch for this long: the bridge is stale.
-    max_age_minutes: float = Field(10, gt=0, le=7 * 24 * 60)
 
 
 class _BridgeEntry(BaseModel):
@@ -90,32 +47,6 @@ class _BridgeEntry(BaseModel):
     checks: CheckSettings = CheckSettings()
 
 
-@dataclass(frozen=True)
-class Bridge:
-    name: str
-    kind: ConnectorKind
-    config: ConnectorConfig
-    batch: BatchSettings
-    sensor: SensorSettings
-    mode: Literal["batch", "continuous"] = "batch"
-    continuous: ContinuousSettings = ContinuousSettings()
-    group: str = DEFAULT_GROUP
-    checks: CheckSettings = CheckSettings()
-
-    @property
-    def max_lag(self) -> int:
-        return self.batch.max_records if self.checks.max_lag is None else self.checks.max_lag
-
-    @property
-    def connector(self) -> str:
-        return self.kind.name
-
-    @property
-    def consumer_group(self) -> str:
-        """The group Kafka Connect would use for this sink, so committed offsets carry over."""
-        return f"connect-{self.name}"
-
-
 def bridges_file_path() -> Path:
     return Path(os.environ.get("BRIDGES_FILE", DEFAULT_BRIDGES_FILE)).resolve()
 
@@ -129,6 +60,8 @@ def load_bridges(path: Path | str | None = None) -> list[Bridge]:
     except yaml.YAMLError as exc:
         raise BridgeConfigError(_yaml_problem(path, exc)) from None
     entries = doc.get("bridges") if isinstance(doc, dict) else None
+    if entries is None and isinstance(doc, dict) and "bridges" in doc:
+        entries = []  # `bridges:` with every entry removed
     if not isinstance(entries, list):
         raise BridgeConfigError(f"{path}: expected a top-level 'bridges:' list")
 
@@ -173,25 +106,25 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
     connector = entry.connector or keys.get("connector.class")
     if not connector:
         raise BridgeConfigError("key 'connector': missing (or 'connector.class' in the properties file)")
-    kind = kind_for(str(connector))
-    if kind is None:
-        raise BridgeConfigError(
-            f"key 'connector': unknown connector {connector!r}; known: {', '.join(CONNECTOR_KINDS)}"
-        )
-    if entry.connector and keys.get("connector.class") and kind_for(keys["connector.class"]) != kind:
+    plugin = plugin_for(str(connector))
+    if plugin is None:
+        raise BridgeConfigError(f"key 'connector': unknown connector {connector!r}; installed: "
+                                f"{', '.join(sorted(installed_plugins()))}")
+    if entry.connector and keys.get("connector.class") and plugin_for(keys["connector.class"]) is not plugin:
         raise BridgeConfigError(
             f"key 'connector': {entry.connector} disagrees with connector.class={keys['connector.class']}"
         )
-    if kind.config_model is None:
-        raise BridgeConfigError(f"key 'connector': {kind.name} is not implemented yet")
 
-    keys = {k: _resolve_env(k, v) for k, v in keys.items() if k not in IGNORED_FRAMEWORK_KEYS}
     try:
-        config = kind.config_model.model_validate(keys)
+        keys = {k: resolve(k, v) for k, v in keys.items() if k not in IGNORED_FRAMEWORK_KEYS}
+    except ConfigProviderError as exc:
+        raise BridgeConfigError(str(exc)) from None
+    try:
+        config = plugin.config_model.model_validate(keys)
     except ValidationError as exc:
-        known = set(kind.config_model.known_keys())
-        raise BridgeConfigError("\n".join(_describe(err, known) for err in exc.errors())) from None
-    return Bridge(str(name), kind, config, entry.batch, entry.sensor, entry.mode, entry.continuous,
+        known, secret = set(plugin.config_model.known_keys()), plugin.config_model.secret_keys()
+        raise BridgeConfigError("\n".join(_describe(err, known, secret) for err in exc.errors())) from None
+    return Bridge(str(name), plugin, config, entry.batch, entry.sensor, entry.mode, entry.continuous,
                   entry.group or DEFAULT_GROUP, entry.checks)
 
 
@@ -219,20 +152,7 @@ def _read_properties(path: Path) -> dict[str, str]:
         raise BridgeConfigError(f"key 'properties': cannot read {path}: {exc.strerror}") from None
 
 
-def _resolve_env(key: str, value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-
-    def substitute(match: re.Match) -> str:
-        var = match.group(1)
-        if var not in os.environ:
-            raise BridgeConfigError(f"key '{key}': environment variable {var} is not set")
-        return os.environ[var]
-
-    return _ENV_REFERENCE.sub(substitute, value)
-
-
-def _describe(err: dict, known: set[str]) -> str:
+def _describe(err: dict, known: set[str], secret: frozenset[str] = frozenset()) -> str:
     key = ".".join(str(part) for part in err["loc"]) if err["loc"] else None
     if err["type"] == "extra_forbidden":
         close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
@@ -243,5 +163,5 @@ def _describe(err: dict, known: set[str]) -> str:
     message = err["msg"].removeprefix("Value error, ")
     if key is None:
         return message
-    shown = "" if key in SECRET_KEYS or isinstance(err.get("input"), (dict, list)) else f" (got {err.get('input')!r})"
+    shown = "" if key in secret or isinstance(err.get("input"), (dict, list)) else f" (got {err.get('input')!r})"
     return f"key '{key}': {message}{shown}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import typing
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -26,6 +27,12 @@ class ConnectorConfig(BaseModel):
     @classmethod
     def known_keys(cls) -> list[str]:
         return [f.alias or name for name, f in cls.model_fields.items()]
+
+    @classmethod
+    def secret_keys(cls) -> frozenset[str]:
+        """Keys typed SecretStr: their values never appear in an error, a log or a written file."""
+        return frozenset(f.alias or name for name, f in cls.model_fields.items()
+                         if SecretStr in (f.annotation, *typing.get_args(f.annotation)))
 
 
 class GcpCredentialsKeys(BaseModel):

@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from connectors.config.bridges_file import BatchSettings
+from connectors.bridge import BatchSettings
 from connectors.config.common import KafkaTopicsKeys
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA

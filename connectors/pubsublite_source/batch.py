@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from connectors.config.bridges_file import BatchSettings
+from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, share_budget
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection, region_of

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from connectors.config.bridges_file import BatchSettings
+from connectors.bridge import BatchSettings
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.spark_read import read_offset_ranges

@@ -11,7 +11,7 @@ from dagster import (
 )
 
 from bridge_assets.definitions import build_definitions
-from resources import CloudPubSubSinkResource, PubSubResource, default_resources
+from resources import PubSubResource, default_resources
 from tests.e2e.helpers import create_pubsub_topic, kafka_admin, produce, sink_bridges_file
 
 pytestmark = pytest.mark.e2e
@@ -30,9 +30,7 @@ def test_a_wrong_credential_fails_with_one_line_and_a_red_check(stack, spark, tm
     missing = tmp_path / "missing-key.json"
     defs = build_definitions(sink_bridges_file(tmp_path, name, topic, {"gcp.credentials.file.path": str(missing)}))
     resources = default_resources()
-    no_emulator = PubSubResource(emulator_host=None)  # as in production: the bridge's own credentials are used
-    resources["cloud_pubsub_sink"] = CloudPubSubSinkResource(kafka=resources["kafka"], pubsub=no_emulator,
-                                                             spark=resources["spark"])
+    resources["pubsub"] = PubSubResource(emulator_host=None)  # as in production: the bridge's own credentials
     instance = DagsterInstance.ephemeral()
 
     result = materialize([defs.get_assets_def(name)], resources=resources, instance=instance, raise_on_error=False)

@@ -12,7 +12,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sensor_context
 
 from bridge_assets.definitions import build_definitions
-from sensors.recorded_offsets import recorded_kafka_offsets
+from bridge_assets.metadata import recorded_position
+from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from resources import default_resources
 from google.pubsub_v1.types import PubsubMessage
 
@@ -41,7 +42,7 @@ def test_two_runs_move_every_record_once_and_resume(stack, spark, tmp_path, uniq
     assert sorted(m.data.decode() for m in first) == sorted(f"first-{i}" for i in range(300))
     assert {m.attributes["key"] for m in first} == {f"k{i}" for i in range(5)}
     assert metadata["records_published"].value == 300
-    recorded = recorded_kafka_offsets(instance, AssetKey(name))
+    recorded = recorded_position(instance, AssetKey(name), KAFKA_OFFSETS)
     assert sum(recorded[topic].values()) == 300 and sorted(recorded[topic]) == [0, 1, 2]
 
     produce(topic, [(None, f"second-{i}") for i in range(120)])
@@ -54,7 +55,7 @@ def test_two_runs_move_every_record_once_and_resume(stack, spark, tmp_path, uniq
     # Nothing new: a run moves nothing and keeps the offsets.
     metadata = materialize_bridge(defs, name, instance)
     assert drain(subscription) == []
-    assert sum(recorded_kafka_offsets(instance, AssetKey(name))[topic].values()) == 420
+    assert sum(recorded_position(instance, AssetKey(name), KAFKA_OFFSETS)[topic].values()) == 420
 
 
 def test_batch_bound_splits_a_backlog_across_runs(stack, spark, tmp_path, unique):

@@ -12,7 +12,8 @@ from dagster import AssetKey, DagsterInstance, materialize
 from google.cloud import pubsub_v1
 
 from bridge_assets.definitions import build_definitions
-from sensors.recorded_offsets import recorded_kafka_offsets
+from bridge_assets.metadata import recorded_position
+from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from resources import default_resources
 from tests.e2e.helpers import (
     cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, materialize_bridge, produce, sink_bridges_file,
@@ -107,7 +108,7 @@ def test_a_record_the_dead_letter_topic_refuses_too_is_named_and_skipped_under_t
     [refusal] = metadata["dead_letter_refusals"].value
     assert refusal.startswith(f"topic {topic} partition 0 offset 2: ")
     assert [m.value() for m in _read_topic(dlq, 1)] == [b"{keyed, not json"]
-    assert recorded_kafka_offsets(instance, AssetKey(name)) == {topic: {0: 4}}
+    assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == {topic: {0: 4}}
 
 
 def test_with_tolerance_none_a_bad_record_fails_the_run_and_records_nothing(stack, spark, tmp_path, unique):
@@ -123,7 +124,7 @@ def test_with_tolerance_none_a_bad_record_fails_the_run_and_records_nothing(stac
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert f"topic {topic} partition 0 offset 1" in str(failure.step_failure_data.error)
-    assert recorded_kafka_offsets(instance, AssetKey(name)) == {}
+    assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == {}
 
 
 def test_a_run_killed_mid_batch_loses_nothing(stack, tmp_path, unique):

@@ -9,7 +9,8 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from bridge_assets.definitions import build_definitions
-from sensors.recorded_offsets import recorded_kafka_offsets
+from bridge_assets.metadata import recorded_position
+from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from tests.e2e.helpers import cli_run, kafka_admin, kill_run_midway, materialize_bridge, produce, produce_to_partition
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, read_lite_partition, read_lite_topic
 
@@ -61,7 +62,7 @@ def test_records_arrive_once_with_the_reference_mapping_and_resume(stack, spark,
     metadata = materialize_bridge(defs, name, instance)
     assert metadata["records_read"].value == 50
     assert sum(_head_counts(subscription, 2).values()) == 350
-    assert sum(recorded_kafka_offsets(instance, AssetKey(name))[topic].values()) == 350
+    assert sum(recorded_position(instance, AssetKey(name), KAFKA_OFFSETS)[topic].values()) == 350
     materialize_bridge(defs, name, instance)  # nothing new: nothing published again
     assert sum(_head_counts(subscription, 2).values()) == 350
 
@@ -102,7 +103,7 @@ def test_kafka_ordering_mode_with_too_few_lite_partitions_fails_and_records_noth
     errors = " ".join(str(e.event_specific_data.error) for e in result.all_events if e.is_step_failure)
     assert f"Kafka topic {topic} has 3 partitions but Pub/Sub Lite topic" in errors
     assert "has 2; pubsublite.ordering.mode=KAFKA needs at least as many" in errors
-    assert recorded_kafka_offsets(instance, AssetKey(name)) == {}
+    assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == {}
 
 
 def test_json_values_become_protobuf_values(stack, spark, tmp_path, unique):

@@ -7,11 +7,12 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sensor_context
+from dagster import AssetKey, DagsterInstance, RunRequest, build_sensor_context
 
 from bridge_assets.definitions import build_definitions
 from resources import default_resources
-from sensors.recorded_offsets import recorded_lite_cursors
+from bridge_assets.metadata import recorded_position
+from connectors.pubsublite_source.plugin import LITE_CURSORS
 from tests.e2e.helpers import cli_run, kafka_admin, kill_run_midway, materialize_bridge
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, lite_connection, publish_lite
 
@@ -77,7 +78,7 @@ def test_messages_arrive_once_with_the_reference_mapping_and_cursors_move(stack,
 
     heads = {int(p): o for p, o in metadata["head_cursors"].value.items()}
     assert sum(heads.values()) == 120
-    assert recorded_lite_cursors(instance, AssetKey(name)) == heads
+    assert recorded_position(instance, AssetKey(name), LITE_CURSORS) == heads
     assert committed_cursors(subscription) == heads  # committed only after Kafka took them
 
     publish_lite(topic, [{"data": f"second-{i}".encode()} for i in range(40)])

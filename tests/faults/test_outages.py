@@ -11,7 +11,8 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from bridge_assets.definitions import build_definitions
 from resources import default_resources
-from sensors.recorded_offsets import recorded_kafka_offsets
+from bridge_assets.metadata import recorded_position
+from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -46,7 +47,7 @@ def test_kafka_down_fails_the_run_in_one_line_and_the_next_run_moves_everything(
     assert failure.message.count("\n") == 1
     assert failure.cause is None  # the one line, without a client trace behind it
     assert failed_after_s < 30
-    assert recorded_kafka_offsets(instance, AssetKey(name)) == {}
+    assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == {}
 
     assert _materialize(defs, name, instance).success
     row = fault_report.count("Kafka broker stopped, then restarted", "CloudPubSubSink", produced,

@@ -19,7 +19,9 @@ from google.cloud import pubsub_v1
 
 from bridge_assets.definitions import build_definitions
 from resources import default_resources
-from sensors.recorded_offsets import recorded_kafka_offsets, recorded_lite_cursors
+from bridge_assets.metadata import recorded_position
+from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from connectors.pubsublite_source.plugin import LITE_CURSORS
 from tests.e2e.helpers import PROJECT, create_pubsub_topic, kafka_admin
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_whole_lite_topic
 from tests.e2e.test_cloud_pubsub_sink_failures import _read_topic
@@ -63,7 +65,7 @@ def test_lite_sink_poison_records(stack, spark, tmp_path, unique, tolerance):
     delivered = [m.message.data for m in read_whole_lite_topic(lite_topic, subscription, 1)]
     if tolerance == "none":
         assert f"topic {topic} partition 0 offset 1" in _failure(result)
-        assert recorded_kafka_offsets(instance, AssetKey(name)) == {}
+        assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == {}
         assert b"good-3" not in delivered  # nothing past the poison record is acknowledged as moved
         return
     assert result.success
@@ -116,13 +118,13 @@ def test_lite_source_message_kafka_cannot_take(stack, spark, tmp_path, unique, t
     result = _run(defs, name, instance)
     if tolerance == "none":
         assert "Lite partition 0 offset 1" in _failure(result)
-        assert recorded_lite_cursors(instance, AssetKey(name)) == {}
+        assert recorded_position(instance, AssetKey(name), LITE_CURSORS) == {}
         return
     assert result.success
     assert sorted(r.value() for r in read_kafka(kafka_topic)) == [b"good-1", b"good-2"]
     metadata = result.asset_materializations_for_node(name)[0].metadata
     assert metadata["messages_dropped"].value == 1 and metadata["messages_written"].value == 2
-    assert recorded_lite_cursors(instance, AssetKey(name)) == {0: 3}
+    assert recorded_position(instance, AssetKey(name), LITE_CURSORS) == {0: 3}
 
 
 @pytest.mark.parametrize("tolerance", ["none", "all"])

@@ -19,7 +19,8 @@ from dagster import AssetKey, DagsterInstance, materialize
 from bridge_assets.definitions import build_definitions
 from connectors.s3_block_gzip_sink.reader import read_from_offset
 from resources import default_resources
-from sensors.recorded_offsets import recorded_kafka_offsets
+from bridge_assets.metadata import recorded_position
+from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from tests.e2e.helpers import PROJECT, create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_whole_lite_topic
 from tests.e2e.test_pubsublite_source_e2e import read_kafka
@@ -65,7 +66,7 @@ def test_pubsub_down_fails_the_sink_run_in_one_line(stack, spark, tmp_path, uniq
         stack, "pubsub", defs, name, instance,
         f"Pub/Sub at {os.environ['PUBSUB_EMULATOR_HOST']} did not answer for {OUTAGE_TIMEOUT_S} s while publishing "
         f"topic {topic} partition")
-    assert recorded_kafka_offsets(instance, AssetKey(name)) == {}
+    assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == {}
     subscription = create_pubsub_topic(topic)
     assert _run(defs, name, instance).success
     row = fault_report.count("Pub/Sub emulator stopped, then restarted", "CloudPubSubSink", produced,

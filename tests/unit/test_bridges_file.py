@@ -65,14 +65,14 @@ def test_every_problem_is_reported_with_bridge_and_key(tmp_path):
                 connector: CloudPubSubSinkConnector
                 config: {topics: x, cps.project: p, cps.topik: t, maxTotalTimeoutMs: 5}
               - name: two
-                connector: KinesisSinkConnector
+                connector: FooSinkConnector
                 config: {}
         """))
     message = str(err.value)
     assert "bridge 'one': key 'cps.topik': unknown key (did you mean 'cps.topic'?)" in message
     assert "bridge 'one': key 'cps.topic': required, not set" in message
     assert "bridge 'one': key 'maxTotalTimeoutMs': Input should be greater than or equal to 10000" in message
-    assert "bridge 'two': key 'connector': unknown connector 'KinesisSinkConnector'; known: " \
+    assert "bridge 'two': key 'connector': unknown connector 'FooSinkConnector'; installed: " \
            "CloudPubSubSinkConnector, CloudPubSubSourceConnector" in message
 
 

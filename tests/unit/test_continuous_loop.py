@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from dagster import MetadataValue
 
 from bridge_assets.continuous import loop_batches
-from bridge_assets.runners import BatchOutcome
-from connectors.config.bridges_file import ContinuousSettings
+from connectors.plugin import BatchReport
+from connectors.bridge import ContinuousSettings
 
 
 class FakeTime:
@@ -35,14 +34,13 @@ class Source:
         self.looks += 1
         return self.available(position) > 0
 
-    def move(self, position: int) -> BatchOutcome:
+    def move(self, position: int) -> BatchReport:
         self.moves += 1
         if self.fail_at is not None and self.time.now >= self.fail_at:
             raise RuntimeError("target down")
         n = self.available(position)
         self.time.now += 0.1
-        return BatchOutcome(n, position + n, {"offset": MetadataValue.int(position + n),
-                                              "records": MetadataValue.int(n)}, ("records",), f"{n} moved")
+        return BatchReport(n, position + n, {"records": n}, ("records",), f"{n} moved")
 
 
 def run(source: Source, time: FakeTime, **settings):
@@ -55,9 +53,9 @@ def test_commits_carry_the_position_after_the_window_and_its_totals():
     time = FakeTime()
     source = Source(time, {0: 100, 3: 50, 4: 25})
     commits = run(source, time, trigger_interval_ms=200, commit_interval_ms=2000, max_run_minutes=0.2)
-    positions = [c.metadata["offset"].value for c in commits]
+    positions = [c.position for c in commits]
     assert positions == sorted(positions) and positions[-1] == 175
-    assert sum(c.metadata["records"].value for c in commits) == 175  # each record counted in exactly one commit
+    assert sum(c.values["records"] for c in commits) == 175  # each record counted in exactly one commit
     assert commits[-1].final and not any(c.final for c in commits[:-1])
     # windows are at least the commit interval apart, so the event log grows per interval, not per batch
     assert len(commits) <= 12 * 1000 // 2000 + 1
@@ -69,8 +67,8 @@ def test_idle_loop_only_looks_every_trigger_interval_and_does_not_commit():
     commits = run(source, time, trigger_interval_ms=500, commit_interval_ms=1000, max_run_minutes=1)
     assert source.moves == 2  # the first batch, and the one right after it (found nothing)
     assert 100 <= source.looks <= 121  # 60 s / 0.5 s
-    assert len(commits) == 2 and commits[0].metadata["records"].value == 10
-    assert commits[1].final and commits[1].metadata["records"].value == 0 and commits[1].metadata["offset"].value == 10
+    assert len(commits) == 2 and commits[0].values["records"] == 10
+    assert commits[1].final and commits[1].values["records"] == 0 and commits[1].position == 10
 
 
 def test_a_failing_batch_first_commits_what_moved_before_it():
@@ -79,7 +77,7 @@ def test_a_failing_batch_first_commits_what_moved_before_it():
     loop = loop_batches(source.move, source.pending, 0, ContinuousSettings(commit_interval_ms=60_000),
                         lambda w: None, clock=time.clock, sleep=time.sleep)
     commit = next(loop)
-    assert commit.metadata["offset"].value == 15 and not commit.final
+    assert commit.position == 15 and not commit.final
     with pytest.raises(RuntimeError, match="target down"):
         next(loop)
 
@@ -93,7 +91,7 @@ def test_a_termination_between_batches_commits_and_goes_on_up():
 
     loop = loop_batches(source.move, source.pending, 0, ContinuousSettings(), lambda w: None,
                         clock=time.clock, sleep=interrupted_sleep)
-    assert next(loop).metadata["offset"].value == 10
+    assert next(loop).position == 10
     with pytest.raises(KeyboardInterrupt):
         next(loop)
 
@@ -115,7 +113,7 @@ def test_a_stop_during_a_batch_ends_the_loop_after_it_with_its_position_recorded
     commits = list(loop_batches(move_then_stop, source.pending, 0, ContinuousSettings(commit_interval_ms=60_000),
                                 lambda w: None, stop, clock=time.clock, sleep=time.sleep))
     assert [c.final for c in commits] == [True]
-    assert commits[0].metadata["offset"].value == 17 and commits[0].metadata["records"].value == 17
+    assert commits[0].position == 17 and commits[0].values["records"] == 17
     assert time.now < 2
 
 
@@ -123,4 +121,4 @@ def test_a_loop_that_never_moved_anything_still_ends_with_its_position():
     time = FakeTime()
     source = Source(time, {})
     commits = run(source, time, max_run_minutes=0.05)
-    assert len(commits) == 1 and commits[0].final and commits[0].metadata["records"].value == 0
+    assert len(commits) == 1 and commits[0].final and commits[0].values["records"] == 0

@@ -10,11 +10,9 @@ from dagster._core.storage.dagster_run import DagsterRun
 
 from connectors.config.bridges_file import load_bridges
 from resources.lease import BridgeLeaseResource
-from bridge_assets.runners import CLOUD_PUBSUB_SINK, runner_for
 from sensors import build_bridge_sensor
 
 JOB = "keep_me_job"
-KAFKA_SINK_HEALTH = CLOUD_PUBSUB_SINK.health
 
 
 def continuous_bridge(tmp_path):
@@ -47,11 +45,11 @@ def test_the_continuous_bridge_gets_the_keeper_sensor_and_its_settings(tmp_path)
     bridge = continuous_bridge(tmp_path)
     assert bridge.mode == "continuous" and bridge.continuous.commit_interval_ms == 2000
     assert bridge.continuous.trigger_interval_ms == 200  # the default
-    assert build_bridge_sensor(bridge, JOB, runner_for(bridge).health).name == "keep_me_keeper_sensor"
+    assert build_bridge_sensor(bridge, JOB).name == "keep_me_keeper_sensor"
 
 
 def test_one_run_is_started_and_none_while_it_lives_and_a_new_one_after_it_ended(tmp_path):
-    sensor = build_bridge_sensor(continuous_bridge(tmp_path), JOB, KAFKA_SINK_HEALTH)
+    sensor = build_bridge_sensor(continuous_bridge(tmp_path), JOB)
     with DagsterInstance.ephemeral() as instance:
         first = evaluate(instance, sensor)
         assert isinstance(first, RunRequest) and first.tags["bridge"] == "keep_me"
@@ -65,7 +63,7 @@ def test_one_run_is_started_and_none_while_it_lives_and_a_new_one_after_it_ended
 
 
 def test_failed_runs_are_followed_later_and_later(tmp_path):
-    sensor = build_bridge_sensor(continuous_bridge(tmp_path), JOB, KAFKA_SINK_HEALTH)
+    sensor = build_bridge_sensor(continuous_bridge(tmp_path), JOB)
     with DagsterInstance.ephemeral() as instance:
         for _ in range(2):
             instance.report_run_failed(instance.get_run_by_id(add_run(instance, DagsterRunStatus.STARTED)))

@@ -6,7 +6,8 @@ import time
 
 from dagster import AssetKey
 
-from bridge_assets.lineage import BridgeEnds, external_specs, kafka_topic, pubsub_subscription, pubsub_topic
+from bridge_assets.lineage import BridgeEnds, external_specs
+from connectors.endpoints import kafka_topic, pubsub_subscription, pubsub_topic
 from connectors.errors import BatchError, root_cause
 
 SPARK_TEXT = """[PYTHON_EXCEPTION] An exception was thrown from the Python worker. Please see the stack trace below.

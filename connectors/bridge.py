@@ -1,0 +1,86 @@
+"""A bridge as the rest of the product sees it: its name, its connector plugin with the validated config, and
+its batch, sensor, continuous and check settings. Dagster-free, and free of any one connector: batch code of
+every connector imports it, the loader (connectors/config/bridges_file.py) builds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from connectors.config.common import ConnectorConfig
+
+if TYPE_CHECKING:
+    from connectors.plugin import ConnectorPlugin
+
+DEFAULT_GROUP = "bridges"
+
+
+class BatchSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Upper bound on records one run moves, over all partitions; the rest waits for the next run.
+    max_records: int = Field(100_000, ge=1)
+    # Where a bridge starts when no run has recorded offsets yet: the Kafka Connect consumer
+    # group's committed offsets (group `connect-<name>`) if it has any, else earliest.
+    initial_offsets: Literal["committed", "earliest", "latest"] = "committed"
+    # Spark tasks that pull in parallel (source connectors; sinks use one task per Kafka partition).
+    parallelism: int = Field(2, ge=1, le=64)
+    # Kafka, Pub/Sub, Lite or S3 silent this long fails the run with one line naming it.
+    outage_timeout_seconds: int = Field(30, ge=5, le=3600)
+    # Cloud Pub/Sub source: a micro-batch stops pulling after this long, even while messages keep coming
+    # (default: only at max_records or an empty pull). Continuous mode sets it to the commit interval.
+    max_seconds: float | None = Field(None, gt=0, le=86_400)
+
+
+class SensorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = True
+    interval_seconds: int = Field(30, ge=1, le=86_400)
+
+
+class ContinuousSettings(BaseModel):
+    """How a bridge in `mode: continuous` loops: one long-lived run moving micro-batches back to back."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # With nothing to move, look again after this long (a batch that moved records is followed at once).
+    trigger_interval_ms: int = Field(200, ge=10, le=60_000)
+    # Record the position (a materialization) at most this often, like Kafka Connect's offset flush.
+    commit_interval_ms: int = Field(5_000, ge=100, le=3_600_000)
+    # The run ends cleanly after this long and the sensor starts the next one (fresh logs, fresh clients).
+    max_run_minutes: float = Field(60, gt=0, le=7 * 24 * 60)
+
+
+class CheckSettings(BaseModel):
+    """Bounds of the bridge's asset checks (see bridge_assets/checks.py)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Records (Kafka sinks) or messages (Lite source) not moved yet that still count as healthy;
+    # default: one batch's worth (batch.max_records).
+    max_lag: int | None = Field(None, ge=0)
+    # Records waiting and no successful batch for this long: the bridge is stale.
+    max_age_minutes: float = Field(10, gt=0, le=7 * 24 * 60)
+
+
+@dataclass(frozen=True)
+class Bridge:
+    name: str
+    plugin: ConnectorPlugin
+    config: ConnectorConfig
+    batch: BatchSettings
+    sensor: SensorSettings
+    mode: Literal["batch", "continuous"] = "batch"
+    continuous: ContinuousSettings = ContinuousSettings()
+    group: str = DEFAULT_GROUP
+    checks: CheckSettings = CheckSettings()
+
+    @property
+    def max_lag(self) -> int:
+        return self.batch.max_records if self.checks.max_lag is None else self.checks.max_lag
+
+    @property
+    def connector(self) -> str:
+        return self.plugin.name
+
+    @property
+    def consumer_group(self) -> str:
+        """The group Kafka Connect would use for this sink, so committed offsets carry over."""
+        return f"connect-{self.name}"

@@ -1,0 +1,41 @@
+"""CloudPubSubSinkConnector as a plugin: Kafka -> Cloud Pub/Sub, resuming from recorded Kafka offsets."""
+
+from __future__ import annotations
+
+from connectors import endpoints
+from connectors.bridge import Bridge
+from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.kafka.plugin_parts import (
+    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
+)
+from connectors.plugin import BatchReport, ConnectorPlugin, Systems
+
+
+def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
+    from connectors.cloud_pubsub_sink.batch import run_sink_batch
+
+    config = bridge.config
+    with systems.spark.batch_session(bridge.name) as spark:
+        return sink_report(run_sink_batch(spark, bridge.name, config, systems.pubsub.connection_for(config),
+                                          systems.kafka.admin(), position, bridge.batch, bridge.consumer_group))
+
+
+def _route(bridge: Bridge) -> str:
+    cfg = bridge.config
+    return f"Kafka {kafka_source_label(cfg)} -> Pub/Sub projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
+
+
+CONNECTOR = ConnectorPlugin(
+    name="CloudPubSubSinkConnector",
+    java_class="com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
+    config_model=CloudPubSubSinkConfig,
+    kinds=("kafka", "pubsub", "spark"),
+    systems=("kafka", "pubsub", "spark"),
+    route=_route,
+    run_batch=_run_batch,
+    position=KAFKA_OFFSETS,
+    signal=KAFKA_LAG,
+    reads=kafka_topics_read,
+    writes=lambda bridge: (endpoints.pubsub_topic(bridge.config.cps_project, bridge.config.cps_topic),),
+    keys=SINK_KEYS,
+)

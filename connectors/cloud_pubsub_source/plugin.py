@@ -1,0 +1,76 @@
+"""CloudPubSubSourceConnector as a plugin: Cloud Pub/Sub -> Kafka. Pub/Sub keeps the cursor (acked or not), so
+there is no position of ours, and the backlog is not visible without pulling: its sensor starts a run every
+interval, and a continuous run peeks at the subscription between batches."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from connectors import endpoints
+from connectors.bridge import Bridge
+from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+from connectors.endpoints import Endpoint
+from connectors.kafka.plugin_parts import kafka_topic_written
+from connectors.plugin import BatchReport, ConnectorPlugin, ReportKeys, Systems
+
+
+def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
+    from connectors.cloud_pubsub_source.batch import run_source_batch
+
+    config = bridge.config
+    with systems.spark.batch_session(bridge.name) as spark:
+        result = run_source_batch(spark, config, systems.pubsub.connection_for(config), systems.kafka.admin(),
+                                  bridge.batch)
+    values = {
+        "messages_pulled": result.pulled,
+        "records_written": result.written,
+        "messages_acked": result.acked,
+        "messages_dropped": result.dropped,
+        "bytes_written": result.bytes,
+        "duration_seconds": round(result.duration_s, 3),
+        "records_per_second": round(result.records_per_second, 1),
+        "records_per_kafka_partition": dict(result.per_partition),
+    }
+    line = f"{result.pulled} messages pulled, {result.written} written, {result.acked} acked in {result.duration_s:.1f}s"
+    return BatchReport(result.written, None, values,
+                       ("messages_pulled", "records_written", "messages_acked", "messages_dropped", "bytes_written"),
+                       line, (), result.duration_s)
+
+
+def _watcher(systems: Systems, bridge: Bridge) -> Callable[[Any], bool]:
+    from connectors.cloud_pubsub_source.peek import SubscriptionPeek
+
+    peek = SubscriptionPeek(systems.pubsub.connection_for(bridge.config), bridge.config)
+    return lambda position: peek.has_messages()
+
+
+def _route(bridge: Bridge) -> str:
+    cfg = bridge.config
+    return f"Pub/Sub projects/{cfg.cps_project}/subscriptions/{cfg.cps_subscription} -> Kafka {cfg.kafka_topic}"
+
+
+def _reads(bridge: Bridge, systems: Systems) -> tuple[Endpoint, ...]:
+    from connectors.cloud_pubsub_source.peek import subscription_topic
+
+    cfg = bridge.config
+    connection = systems.pubsub.connection_for(cfg)
+    return (endpoints.pubsub_subscription(cfg.cps_project, cfg.cps_subscription,
+                                          lambda: subscription_topic(connection, cfg)),)
+
+
+CONNECTOR = ConnectorPlugin(
+    name="CloudPubSubSourceConnector",
+    java_class="com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
+    config_model=CloudPubSubSourceConfig,
+    kinds=("pubsub", "kafka", "spark"),
+    systems=("kafka", "pubsub", "spark"),
+    route=_route,
+    run_batch=_run_batch,
+    position=None,
+    signal=None,
+    watcher=_watcher,
+    reads=_reads,
+    writes=kafka_topic_written,
+    keys=ReportKeys("messages", read="messages_pulled", delivered="records_written", lag=None,
+                    rejected=("messages_dropped",)),
+)

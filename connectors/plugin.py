@@ -1,0 +1,118 @@
+"""The interface a connector implements to become a bridge: one `ConnectorPlugin` value, declared in the
+connector's own `plugin.py` and registered as a Python entry point in the group `kafka_pubsub_bridge.connectors`
+(see connectors/plugins.py). The Dagster layer builds every bridge's asset, job, sensor and checks from these
+declarations alone, so a connector never names Dagster and Dagster code never names a connector.
+
+Everything here is plain data: a batch reports ints, floats, strings, JSON-able dicts and lists and `Table`s;
+the Dagster layer turns them into metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Union
+
+from connectors.config.common import ConnectorConfig
+from connectors.endpoints import Endpoint
+
+if TYPE_CHECKING:
+    from connectors.bridge import Bridge
+
+ENTRY_POINT_GROUP = "kafka_pubsub_bridge.connectors"
+
+
+class Systems(Protocol):
+    """The shared systems a connector reaches, by the names it lists in `ConnectorPlugin.systems` (each an
+    attribute: `systems.kafka.admin()`, `systems.pubsub.connection_for(config)`,
+    `systems.pubsublite.connection_for(config)`, `systems.spark.batch_session(bridge_name)`)."""
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows shown as a table (the Kafka sinks' per-partition view)."""
+
+    columns: tuple[tuple[str, str], ...]  # (name, type): "string", "int", "float"
+    rows: tuple[dict[str, Any], ...]
+
+
+Value = Union[int, float, str, dict, list, Table]
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What one micro-batch did; one shape for every connector."""
+
+    moved: int  # records (or messages) that reached the target
+    position: Any  # where the next batch starts (recorded under `Position.metadata_key`); None: nothing kept
+    values: dict[str, Value]  # recorded with the batch (counts, lag, rate, tables)
+    counters: tuple[str, ...]  # names in `values` that add up over the batches of a continuous run
+    line: str  # one line for the run's log
+    warnings: tuple[str, ...] = ()
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Position:
+    """How a connector's position is recorded as JSON in the bridge's latest materialization, the one source
+    of truth for resuming."""
+
+    metadata_key: str
+    to_json: Callable[[Any], Any]
+    from_json: Callable[[Any], Any]  # also given None (nothing recorded yet)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    amount: int  # records or messages not moved yet (0: nothing to do)
+    head: Any  # where the source's end is now; a new head means a new run request
+
+
+@dataclass(frozen=True)
+class Signal:
+    """The cheap question a bridge's sensor asks (admin calls, never consuming): how much is waiting past a
+    position. A connector without one gets a sensor that starts a run every interval."""
+
+    name: str  # what is waiting, in the sensor's name (`<bridge>_<name>_sensor`): "lag", "backlog"
+    systems: tuple[str, ...]  # the shared systems the question needs
+    waiting: Callable[[Systems, Bridge, Any], Waiting]
+
+
+@dataclass(frozen=True)
+class ReportKeys:
+    """What a connector's batch values mean, for the bridge's asset checks and its stats."""
+
+    unit: str  # "records", "messages"
+    read: str  # name of the count taken from the source
+    delivered: str  # name of the count that reached the target
+    lag: str | None  # name of what is left to move; None: the connector cannot see it
+    rejected: tuple[str, ...]  # counters of records that did not reach the target as themselves
+
+
+@dataclass(frozen=True)
+class ConnectorPlugin:
+    name: str  # what a bridge names in `connector:` (the reference connector's short class name)
+    java_class: str  # `connector.class` of the reference connector's .properties files
+    config_model: type[ConnectorConfig]  # Kafka Connect keys, validated when the bridges file loads
+    kinds: tuple[str, ...]  # the systems it joins, shown as kind tags
+    systems: tuple[str, ...]  # shared systems a batch uses: "kafka", "pubsub", "pubsublite", "spark"
+    route: Callable[[Bridge], str]  # one line: from where to where
+    run_batch: Callable[[Systems, Bridge, Any], BatchReport]  # one micro-batch from a position
+    position: Position | None  # None: the source system keeps the cursor (Pub/Sub acks)
+    signal: Signal | None
+    reads: Callable[[Bridge, Systems], tuple[Endpoint, ...]]  # for the lineage page
+    writes: Callable[[Bridge], tuple[Endpoint, ...]]
+    keys: ReportKeys
+    # Between the batches of a continuous run: anything to move past a position? Default: the signal's amount.
+    watcher: Callable[[Systems, Bridge], Callable[[Any], bool]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.signal is None and self.watcher is None:
+            raise ValueError(f"connector plugin {self.name}: give a signal or a watcher (continuous mode needs one)")
+
+    def watch(self, systems: Systems, bridge: Bridge) -> Callable[[Any], bool]:
+        if self.watcher is not None:
+            return self.watcher(systems, bridge)
+        signal = self.signal
+        return lambda position: signal.waiting(systems, bridge, position).amount > 0

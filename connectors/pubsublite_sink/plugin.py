@@ -1,0 +1,42 @@
+"""PubSubLiteSinkConnector as a plugin: Kafka -> Pub/Sub Lite, resuming from recorded Kafka offsets."""
+
+from __future__ import annotations
+
+from connectors import endpoints
+from connectors.bridge import Bridge
+from connectors.kafka.plugin_parts import (
+    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
+)
+from connectors.plugin import BatchReport, ConnectorPlugin, Systems
+from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+
+
+def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
+    from connectors.pubsublite_sink.batch import run_lite_sink_batch
+
+    config = bridge.config
+    with systems.spark.batch_session(bridge.name) as spark:
+        return sink_report(run_lite_sink_batch(spark, bridge.name, config, systems.pubsublite.connection_for(config),
+                                               systems.kafka.admin(), position, bridge.batch, bridge.consumer_group))
+
+
+def _route(bridge: Bridge) -> str:
+    cfg = bridge.config
+    return (f"Kafka {kafka_source_label(cfg)} -> Pub/Sub Lite {cfg.topic_path()} "
+            f"(ordering {cfg.pubsublite_ordering_mode})")
+
+
+CONNECTOR = ConnectorPlugin(
+    name="PubSubLiteSinkConnector",
+    java_class="com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
+    config_model=PubSubLiteSinkConfig,
+    kinds=("kafka", "pubsub", "spark"),
+    systems=("kafka", "pubsublite", "spark"),
+    route=_route,
+    run_batch=_run_batch,
+    position=KAFKA_OFFSETS,
+    signal=KAFKA_LAG,
+    reads=kafka_topics_read,
+    writes=lambda bridge: (endpoints.lite_topic(str(bridge.config.topic_path())),),
+    keys=SINK_KEYS,
+)

@@ -1,0 +1,97 @@
+"""PubSubLiteSourceConnector as a plugin: Pub/Sub Lite -> Kafka, resuming from recorded Lite cursors; its
+signal is the head cursors against them (cheap unary calls)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from connectors import endpoints
+from connectors.bridge import Bridge
+from connectors.endpoints import Endpoint
+from connectors.kafka.plugin_parts import kafka_topic_written
+from connectors.plugin import BatchReport, ConnectorPlugin, ReportKeys, Position, Signal, Systems, Waiting
+from connectors.pubsublite_source.config import PubSubLiteSourceConfig
+
+
+def _cursors_to_json(cursors: dict[int, int]) -> dict[str, int]:
+    return {str(p): o for p, o in sorted(cursors.items())}
+
+
+# Next Lite offset to read per partition.
+LITE_CURSORS = Position("lite_cursors", _cursors_to_json,
+                        lambda value: {int(p): int(o) for p, o in (value or {}).items()})
+
+
+def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
+    from connectors.pubsublite_source.batch import run_lite_source_batch
+
+    config = bridge.config
+    with systems.spark.batch_session(bridge.name) as spark:
+        result = run_lite_source_batch(spark, config, systems.pubsublite.connection_for(config),
+                                       systems.kafka.admin(), position, bridge.batch)
+    written = result.messages - result.dropped
+    values = {
+        "messages_read": result.messages,
+        "messages_written": written,
+        "messages_dropped": result.dropped,
+        "bytes_written": result.bytes,
+        "duration_seconds": round(result.duration_s, 3),
+        "records_per_second": round(result.records_per_second, 1),
+        "backlog_remaining": result.backlog_after,
+        "head_cursors": _cursors_to_json(result.head_cursors),
+    }
+    if result.lost_to_retention:
+        values["messages_lost_to_retention"] = {str(p): n for p, n in result.lost_to_retention.items()}
+    warnings = ()
+    if result.dropped:
+        warnings = (f"{result.dropped} messages were refused by Kafka for good and skipped (errors.tolerance=all); "
+                    "the task's log names them",)
+    line = f"{written} messages moved to Kafka in {result.duration_s:.1f}s; {result.backlog_after} left for the next batch"
+    return BatchReport(written, {**result.start_cursors, **result.next_cursors}, values,
+                       ("messages_read", "messages_written", "messages_dropped", "bytes_written"), line, warnings, result.duration_s)
+
+
+def _backlog(systems: Systems, bridge: Bridge, position) -> Waiting:
+    from connectors.pubsublite_source.batch import lite_positions
+
+    starts, heads = lite_positions(systems.pubsublite.connection_for(bridge.config), bridge.config, position or {})
+    return Waiting(sum(max(0, heads[p] - starts[p]) for p in heads), heads)
+
+
+def _watcher(systems: Systems, bridge: Bridge) -> Callable[[Any], bool]:
+    # Asked every few hundred milliseconds: the topic lookup is cached (see LiteBacklogWatch).
+    from connectors.pubsublite_source.batch import LiteBacklogWatch
+
+    watch = LiteBacklogWatch(systems.pubsublite.connection_for(bridge.config), bridge.config)
+    return lambda position: watch.pending(position or {})
+
+
+def _route(bridge: Bridge) -> str:
+    cfg = bridge.config
+    return f"Pub/Sub Lite {cfg.subscription_path()} -> Kafka {cfg.kafka_topic}"
+
+
+def _reads(bridge: Bridge, systems: Systems) -> tuple[Endpoint, ...]:
+    from connectors.pubsublite_source.batch import subscription_topic
+
+    cfg = bridge.config
+    connection = systems.pubsublite.connection_for(cfg)
+    return (endpoints.lite_subscription(str(cfg.subscription_path()), lambda: subscription_topic(connection, cfg)),)
+
+
+CONNECTOR = ConnectorPlugin(
+    name="PubSubLiteSourceConnector",
+    java_class="com.google.pubsublite.kafka.source.PubSubLiteSourceConnector",
+    config_model=PubSubLiteSourceConfig,
+    kinds=("pubsub", "kafka", "spark"),
+    systems=("kafka", "pubsublite", "spark"),
+    route=_route,
+    run_batch=_run_batch,
+    position=LITE_CURSORS,
+    signal=Signal("backlog", ("pubsublite",), _backlog),
+    watcher=_watcher,
+    reads=_reads,
+    writes=kafka_topic_written,
+    keys=ReportKeys("messages", read="messages_read", delivered="messages_written", lag="backlog_remaining",
+                    rejected=("messages_dropped",)),
+)

@@ -1,0 +1,117 @@
+"""The plugin interface without servers: discovery through entry points, and a connector declared in a test
+(a counter that "moves" numbers) made into an asset, a job's materializations and a sensor by the same
+Dagster layer as the five shipped connectors."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+
+import pytest
+from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
+from pydantic import Field
+
+from bridge_assets.factory import build_bridge_asset
+from bridge_assets.metadata import recorded_position
+from connectors import plugins
+from connectors.bridge import BatchSettings, Bridge, SensorSettings
+from connectors.config.bridges_file import load_bridges
+from connectors.config.common import ConnectorConfig
+from connectors.plugin import BatchReport, ConnectorPlugin, ReportKeys, Position, Signal, Waiting
+from resources.lease import BridgeLeaseResource
+from sensors import build_bridge_sensor
+
+
+class CounterConfig(ConnectorConfig):
+    up_to: int = Field(alias="up.to")
+
+
+class Counter:
+    """The shared system of the test connector: where the numbers end, and the batches it was asked for."""
+
+    def __init__(self, head: int):
+        self.head, self.asked_from = head, []
+
+
+def _move(systems, bridge: Bridge, position: int) -> BatchReport:
+    systems.counter.asked_from.append(position)
+    end = min(systems.counter.head, position + bridge.config.up_to)
+    return BatchReport(end - position, end, {"numbers_moved": end - position, "lag_remaining": systems.counter.head - end},
+                       ("numbers_moved",), f"moved {position}..{end}")
+
+
+COUNTER = ConnectorPlugin(
+    name="CounterConnector", java_class="test.CounterConnector", config_model=CounterConfig, kinds=("test",),
+    systems=("counter",), route=lambda bridge: "numbers -> nowhere", run_batch=_move,
+    position=Position("counter_position", lambda at: at, lambda value: value or 0),
+    signal=Signal("lag", ("counter",), lambda systems, bridge, at: Waiting(systems.counter.head - at,
+                                                                           systems.counter.head)),
+    reads=lambda bridge, systems: (), writes=lambda bridge: (), keys=ReportKeys("numbers", read="numbers_moved", delivered="numbers_moved", lag="lag_remaining", rejected=()))
+
+
+def counter_bridge() -> Bridge:
+    return Bridge("count_me", COUNTER, CounterConfig.model_validate({"up.to": 10}), BatchSettings(), SensorSettings())
+
+
+def test_the_five_connectors_are_found_by_name_and_by_java_class():
+    installed = plugins.installed_plugins()
+    assert {"CloudPubSubSinkConnector", "CloudPubSubSourceConnector", "PubSubLiteSinkConnector",
+            "PubSubLiteSourceConnector", "S3BlockGzipSinkConnector"} <= set(installed)
+    for plugin in installed.values():
+        assert plugins.plugin_for(plugin.java_class) is plugin and plugins.plugin_for(plugin.name) is plugin
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("tests.unit.test_connector_plugins:Counter", "is a type, not a ConnectorPlugin"),
+    ("tests.unit.no_such_module:CONNECTOR", "does not load: ModuleNotFoundError"),
+])
+def test_a_broken_plugin_is_named_in_one_line(monkeypatch, value, problem):
+    point = EntryPoint("Broken", value, "kafka_pubsub_bridge.connectors")
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [point])
+    plugins.installed_plugins.cache_clear()
+    try:
+        with pytest.raises(plugins.PluginError, match=problem) as error:
+            plugins.installed_plugins()
+        assert f"entry point Broken = {value}" in str(error.value)
+    finally:
+        plugins.installed_plugins.cache_clear()
+
+
+def test_the_shipped_bridges_file_loads():
+    bridges = load_bridges("bridges.yaml")
+    assert len(bridges) >= 5 and {b.connector for b in bridges} == set(plugins.installed_plugins()) & {
+        b.connector for b in bridges}
+
+
+def test_a_plugin_bridge_records_its_position_and_resumes_from_it():
+    asset, counter = build_bridge_asset(counter_bridge()), Counter(head=25)
+    resources = {"counter": counter, "bridge_lease": BridgeLeaseResource()}
+    with DagsterInstance.ephemeral() as instance:
+        for _ in range(3):
+            result = materialize([asset], resources=resources, instance=instance)
+        metadata = result.asset_materializations_for_node("count_me")[0].metadata
+        assert counter.asked_from == [0, 10, 20]
+        assert recorded_position(instance, AssetKey("count_me"), COUNTER.position) == 25
+        assert metadata["numbers_moved"].value == 5 and metadata["lag_remaining"].value == 0
+        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+        assert checks == {"batch_succeeded": True, "lag_within_bound": True, "fresh": True,
+                          "no_new_dead_letters": True}
+
+
+def test_the_plugin_signal_drives_the_sensor():
+    sensor = build_bridge_sensor(counter_bridge(), "count_me_job")
+    assert sensor.name == "count_me_lag_sensor"
+    counter = Counter(head=0)
+    with DagsterInstance.ephemeral() as instance:
+        def evaluate():  # as the daemon does (a direct call would pass every resource as an argument)
+            context = build_sensor_context(instance=instance,
+                                           resources={"counter": counter, "bridge_lease": BridgeLeaseResource()})
+            return sensor.evaluate_tick(context)
+
+        idle = evaluate()
+        assert not idle.run_requests and idle.skip_message == "no new numbers"
+        counter.head = 7
+        [first], [again] = evaluate().run_requests, evaluate().run_requests
+        assert first.tags["lag_at_request"] == "7"
+        assert again.run_key == first.run_key  # same state, same key: one run however often it is asked
+        counter.head = 9
+        assert evaluate().run_requests[0].run_key != first.run_key
