@@ -36,7 +36,7 @@ _TRACEBACK_LAST_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Ex
 # Which system an exception's module speaks for, most specific first.
 _SYSTEMS = (("google.auth", "GCP credentials"), ("google.cloud.pubsublite", "Pub/Sub Lite"),
             ("google.cloud.pubsub", "Pub/Sub"), ("google.api_core", "Google API"), ("grpc", "gRPC"),
-            ("confluent_kafka", "Kafka"), ("botocore", "S3"), ("boto3", "S3"), ("pyspark", "Spark"),
+            ("confluent_kafka", "Kafka"), ("botocore", "AWS"), ("boto3", "AWS"), ("pyspark", "Spark"),
             ("py4j", "Spark"))
 
 

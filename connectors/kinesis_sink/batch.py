@@ -1,0 +1,41 @@
+"""Driver side of the Kinesis sink: one micro-batch of the shared Kafka sink plan."""
+
+from __future__ import annotations
+
+import functools
+
+from pyspark.sql import SparkSession
+
+from connectors.bridge import BatchSettings
+from connectors.errors import BatchError
+from connectors.kafka.admin import KafkaAdmin, Offsets
+from connectors.kafka.dead_letter import dead_letter_client_config
+from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
+from connectors.kinesis_sink.config import KinesisSinkConfig
+from connectors.kinesis_sink.write import KinesisTask, kinesis_client, put_arrow_batches
+from connectors.outage import Unreachable
+
+
+def check_stream(config: KinesisSinkConfig) -> None:
+    """A stream that does not exist or is not ACTIVE fails the run before anything is read, in one line."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        summary = kinesis_client(config).describe_stream_summary(StreamName=config.stream_name)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise BatchError(f"Kinesis stream {config.stream_name} ({config.region}): {error.get('Code')}: "
+                          f"{error.get('Message')}") from None
+    except BotoCoreError as exc:
+        raise Unreachable(f"Kinesis at {config.endpoint or config.region}: {exc}") from None
+    status = summary["StreamDescriptionSummary"]["StreamStatus"]
+    if status not in ("ACTIVE", "UPDATING"):
+        raise BatchError(f"Kinesis stream {config.stream_name} is {status}, not ACTIVE")
+
+
+def run_kinesis_sink_batch(spark: SparkSession, bridge_name: str, config: KinesisSinkConfig, kafka: KafkaAdmin,
+                           recorded: Offsets, batch: BatchSettings, consumer_group: str) -> SinkBatchResult:
+    check_stream(config)
+    task = KinesisTask(bridge_name, config, dead_letter_client_config(kafka, config))
+    return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
+                                functools.partial(put_arrow_batches, task))

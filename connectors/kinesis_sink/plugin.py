@@ -1,0 +1,42 @@
+"""KinesisSinkConnector as a plugin: Kafka -> Amazon Kinesis Data Streams, resuming from recorded Kafka offsets."""
+
+from __future__ import annotations
+
+from connectors.bridge import Bridge
+from connectors.endpoints import Endpoint
+from connectors.kafka.plugin_parts import (
+    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
+)
+from connectors.kinesis_sink.config import KinesisSinkConfig
+from connectors.plugin import BatchReport, ConnectorPlugin, Systems
+
+
+def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
+    from connectors.kinesis_sink.batch import run_kinesis_sink_batch
+
+    with systems.spark.batch_session(bridge.name) as spark:
+        return sink_report(run_kinesis_sink_batch(spark, bridge.name, bridge.config, systems.kafka.admin(), position,
+                                                  bridge.batch, bridge.consumer_group))
+
+
+def _stream(bridge: Bridge) -> tuple[Endpoint, ...]:
+    cfg = bridge.config
+    return (Endpoint(("kinesis", cfg.region, cfg.stream_name), "kinesis",
+                     f"Kinesis stream {cfg.stream_name} ({cfg.region})"),)
+
+
+CONNECTOR = ConnectorPlugin(
+    name="KinesisSinkConnector",
+    java_class="bridge.kinesis.KinesisSinkConnector",
+    config_model=KinesisSinkConfig,
+    kinds=("kafka", "kinesis", "spark"),
+    systems=("kafka", "spark"),
+    route=lambda bridge: (f"Kafka {kafka_source_label(bridge.config)} -> Kinesis stream "
+                          f"{bridge.config.stream_name} ({bridge.config.region})"),
+    run_batch=_run_batch,
+    position=KAFKA_OFFSETS,
+    signal=KAFKA_LAG,
+    reads=kafka_topics_read,
+    writes=_stream,
+    keys=SINK_KEYS,
+)

@@ -1,0 +1,186 @@
+"""Executor side of the Kinesis sink: one Spark partition's records into PutRecords requests within the service
+limits; records Kinesis refuses for a while are sent again with backoff; a record too large for Kinesis goes
+through errors.tolerance. It yields its counts only after every record was accepted, so the driver records
+offsets only for delivered data."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+from google.api_core.retry import exponential_sleep_generator
+
+from connectors.errors import BatchError
+from connectors.kafka.record import RecordError
+from connectors.kafka.sink_tally import SinkTally, TalliedBatch
+from connectors.kinesis_sink.config import MAX_BYTES_PER_RECORD, KinesisSinkConfig
+
+# Whole-request errors worth another try (the others, such as a stream that does not exist, fail the task).
+RETRIED_REQUEST_ERRORS = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException",
+                                    "InternalFailure", "ServiceUnavailable", "ThrottlingException"})
+
+
+class KinesisRefused(BatchError):
+    """Kinesis kept refusing records past the retry timeout, or refused a request for good."""
+
+    def __init__(self, message: str, origins: list):
+        super().__init__(message)
+        self.origins = origins
+
+
+@dataclass
+class _Entry:
+    record: dict[str, Any]  # Data, PartitionKey[, ExplicitHashKey]
+    size: int
+    origin: Any
+
+
+class KinesisPutter:
+    """Buffers records into PutRecords requests (at most `max_records` and `max_bytes` each) and sends them
+    one at a time; a request's failed records go into the next one, after a backoff once nothing new is
+    left to send alongside them."""
+
+    def __init__(self, client, stream: str, max_records: int, max_bytes: int, retry_timeout_s: float,
+                 delivered: Callable[[Any], None], clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self._client, self._stream = client, stream
+        self._max_records, self._max_bytes, self._retry_timeout_s = max_records, max_bytes, retry_timeout_s
+        self._delivered, self._clock, self._sleep = delivered, clock, sleep
+        self._pending: list[_Entry] = []
+        self._pending_bytes = 0
+
+    def add(self, data: bytes, partition_key: str, origin: Any, explicit_hash_key: str | None = None) -> None:
+        record: dict[str, Any] = {"Data": data, "PartitionKey": partition_key}
+        if explicit_hash_key is not None:
+            record["ExplicitHashKey"] = explicit_hash_key
+        size = len(data) + len(partition_key.encode())
+        if (len(self._pending) >= self._max_records or self._pending_bytes + size > self._max_bytes):
+            self._send(self._take_request(), final=False)
+        self._pending.append(_Entry(record, size, origin))
+        self._pending_bytes += size
+
+    def close(self) -> None:
+        """Returns once every record added was accepted."""
+        while self._pending:
+            self._send(self._take_request(), final=True)
+
+    def _take_request(self) -> list[_Entry]:
+        request, size = [], 0
+        while self._pending and len(request) < self._max_records and size + self._pending[0].size <= self._max_bytes:
+            entry = self._pending.pop(0)
+            request.append(entry)
+            size += entry.size
+        self._pending_bytes -= size
+        return request
+
+    def _send(self, request: list[_Entry], final: bool) -> None:
+        deadline = self._clock() + self._retry_timeout_s
+        delays = exponential_sleep_generator(0.1, 5.0)
+        while request:
+            failed = self._put(request, deadline, delays)
+            if not failed:
+                return
+            if self._clock() >= deadline:
+                entry, code, message = failed[0]
+                raise KinesisRefused(f"Kinesis stream {self._stream} kept refusing {len(failed)} records for "
+                                     f"{self._retry_timeout_s:.0f} s ({code}: {message})", origins=[entry.origin])
+            request = [entry for entry, _, _ in failed]
+            if not final and len(request) < self._max_records // 2:
+                # Few refused: they go out again with the next request, after its new records had time to come.
+                self._pending[:0] = request
+                self._pending_bytes += sum(entry.size for entry in request)
+                self._sleep(next(delays))
+                return
+            self._sleep(next(delays))
+
+    def _put(self, request: list[_Entry], deadline: float, delays: Iterator[float]) -> list[tuple[_Entry, str, str]]:
+        """One PutRecords call (whole-request throttling waited out); the records it refused."""
+        from botocore.exceptions import ClientError
+
+        while True:
+            try:
+                response = self._client.put_records(StreamName=self._stream, Records=[e.record for e in request])
+                break
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                if code not in RETRIED_REQUEST_ERRORS or self._clock() >= deadline:
+                    raise KinesisRefused(f"Kinesis stream {self._stream}: {code}: "
+                                         f"{exc.response.get('Error', {}).get('Message', exc)}",
+                                         origins=[e.origin for e in request]) from None
+                self._sleep(next(delays))
+        failed = []
+        for entry, result in zip(request, response["Records"]):
+            if result.get("ErrorCode"):
+                failed.append((entry, result["ErrorCode"], result.get("ErrorMessage", "")))
+            else:
+                self._delivered(entry.origin)
+        return failed
+
+
+@dataclass(frozen=True)
+class KinesisTask:
+    bridge_name: str
+    config: KinesisSinkConfig
+    kafka_client_config: dict[str, str]
+
+
+def kinesis_client(config: KinesisSinkConfig):
+    """Made inside the Spark task: boto3 clients cannot be pickled."""
+    import boto3
+
+    secret = config.aws_secret_access_key.get_secret_value() if config.aws_secret_access_key else None
+    return boto3.client("kinesis", region_name=config.region, endpoint_url=config.endpoint,
+                        aws_access_key_id=config.aws_access_key_id, aws_secret_access_key=secret)
+
+
+def shard_hash_keys(client, stream: str) -> list[str]:
+    """The starting hash key of each open shard, in order: a Kafka partition's explicit hash key."""
+    keys, token = [], None
+    while True:
+        page = client.list_shards(NextToken=token) if token else client.list_shards(StreamName=stream)
+        keys += [shard["HashKeyRange"]["StartingHashKey"] for shard in page["Shards"]
+                 if "EndingSequenceNumber" not in shard.get("SequenceNumberRange", {})]
+        token = page.get("NextToken")
+        if not token:
+            return sorted(keys, key=int)
+
+
+def put_arrow_batches(task: KinesisTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    cfg = task.config
+    tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
+    client = kinesis_client(cfg)
+    hash_keys = shard_hash_keys(client, cfg.stream_name) if cfg.partition_key == "partition" else []
+
+    def delivered(origin) -> None:
+        slot, row = origin
+        slot.counts(row).published += 1
+
+    putter = KinesisPutter(client, cfg.stream_name, cfg.max_request_records, cfg.max_request_bytes,
+                           cfg.retry_timeout_ms / 1000, delivered)
+    try:
+        for batch in batches:
+            slot = TalliedBatch(batch, tally)
+            keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
+            partitions = batch.column("partition").to_pylist()
+            for row, (key, value, partition) in enumerate(zip(keys, values, partitions)):
+                if value is None:  # a tombstone has nothing to put
+                    slot.counts(row).skipped += 1
+                    continue
+                if cfg.partition_key == "key" and key:
+                    partition_key = key.decode("utf-8", errors="backslashreplace")[:256]
+                else:
+                    partition_key = str(partition)
+                if len(value) + len(partition_key.encode()) > MAX_BYTES_PER_RECORD:
+                    tally.reject(slot.record(row), "KINESIS_PUT", RecordError(
+                        f"{len(value)} bytes: over Kinesis's limit of {MAX_BYTES_PER_RECORD} bytes per record"))
+                    continue
+                explicit = hash_keys[partition % len(hash_keys)] if hash_keys else None
+                putter.add(value, partition_key, (slot, row), explicit)
+        putter.close()
+        tally.flush_dead_letters()
+    except KinesisRefused as exc:
+        slot, row = exc.origins[0]
+        raise BatchError(f"{slot.record(row).where}: {exc}") from None
+    yield tally.summary()
