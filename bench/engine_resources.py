@@ -87,7 +87,7 @@ def main() -> None:
                           f"engine now {sample(server.pid)}", flush=True)
         finally:
             traffic.stop()
-    print(f"\n| after run | processes | Python workers | JVM MB | Python MB |\n|---:|---:|---:|---:|---:|")
+    print("\n| after run | processes | Python workers | JVM MB | Python MB |\n|---:|---:|---:|---:|---:|")
     for run, s in samples.items():
         print(f"| {run} | {s['processes']} | {s['python_workers']} | {s['jvm_mb']} | {s['python_mb']} |")
     print(f"\n{args.runs} runs of {len(bridges)} demo bridges in {time.monotonic() - started:.0f} s, {failed} failed")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ssl
-from typing import Awaitable, Callable
+from typing import Callable
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -24,7 +24,7 @@ from connectors.s3_block_gzip_sink.reader import read_from_offset
 from tests.e2e.helpers import (
     PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file,
 )
-from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, lite_connection, publish_lite
+from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, lite_connection
 from tests.e2e.test_pubsublite_source_e2e import read_kafka
 
 pytestmark = pytest.mark.e2e

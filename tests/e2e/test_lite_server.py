@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-import grpc
 import pytest
 from google.api_core import exceptions
 from google.cloud.pubsublite.cloudpubsub import (
