@@ -112,7 +112,7 @@ def _one_batch_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefin
 
 
 def _continuous_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
-    from bridge_assets.continuous import commits_until_terminated, loop_batches
+    from bridge_assets.continuous import commits_until_terminated, loop_batches, termination_sets
 
     plugin = bridge.plugin
     # A micro-batch that pulls for longer than a commit interval would hold back the commits.
@@ -131,16 +131,20 @@ def _continuous_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefi
             commits = loop_batches(lambda at: plugin.run_batch(systems, looping, at), pending, position,
                                    looping.continuous, context.log.warning, stop)
             for commit in commits_until_terminated(commits, stop):
-                lease.check()  # a fenced run records nothing
-                context.log.info(commit.line)
-                evaluations = health.batch_evaluations(bridge, commit.values)
-                metadata = as_metadata(plugin.position, commit.position, commit.values)
+                # A termination while a commit is checked or reported ends the loop after it, as during a
+                # batch; under Dagster's own handler it would interrupt the step and lose the commit.
+                with termination_sets(stop):
+                    lease.check()  # a fenced run records nothing
+                    context.log.info(commit.line)
+                    evaluations = health.batch_evaluations(bridge, commit.values)
+                    metadata = as_metadata(plugin.position, commit.position, commit.values)
                 if commit.final:
                     yield MaterializeResult(metadata=metadata, check_results=[e.result() for e in evaluations])
                 else:
                     # A step yields each check's result once: the commits' are recorded beside it, each
                     # judging the materialization just recorded.
                     yield AssetMaterialization(asset_key=context.asset_key, metadata=metadata)
-                    health.report(context.instance, context.asset_key, evaluations)
+                    with termination_sets(stop):
+                        health.report(context.instance, context.asset_key, evaluations)
 
     return _bridge
