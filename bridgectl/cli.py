@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from bridgectl.bridges_cli import bridges
 from bridgectl.fetch import MissingToolError
 from bridgectl.local_stack import CLUSTER_SERVICES, LocalStack
 from bridgectl.paths import PROJECT_ROOT
@@ -39,6 +40,8 @@ class _Commands(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException):  # --help, usage errors: click's own
+            raise
         except (MissingToolError, RuntimeError, BridgeConfigError) as exc:
             _fail(str(exc))
 
@@ -46,6 +49,9 @@ class _Commands(click.Group):
 @click.group(cls=_Commands)
 def main() -> None:
     """Kafka <-> Pub/Sub bridges as Dagster assets: local stack and demo."""
+
+
+main.add_command(bridges)
 
 
 @main.group()

@@ -1,0 +1,250 @@
+"""`bridgectl bridges ...`: add, remove, list, start, stop, status and stats of bridges, acting on the bridges
+file and on a running deployment (Dagster's GraphQL API for the sensors, runs and code location; its instance
+for the stats)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import javaproperties
+from rich.console import Console
+from rich.table import Column, Table
+
+from bridgectl.bridges_edit import add_entry, remove_entry
+from bridgectl.deployment import Deployment
+from bridgectl.paths import default_dagster_home
+from bridgectl.relay import say
+from connectors.bridge import Bridge
+from connectors.config.bridges_file import BridgeConfigError, bridges_file_path, load_bridges
+
+_stdout = Console()  # tables are the output; our remarks go to stderr (`say`)
+_URL = click.option("--url", default=lambda: os.environ.get("DAGSTER_URL", "http://127.0.0.1:3000"),
+                    show_default="http://127.0.0.1:3000 or $DAGSTER_URL", help="the running Dagster deployment")
+_FILE = click.option("--file", "path", type=click.Path(path_type=Path), default=None,
+                     help="the bridges file (default: $BRIDGES_FILE or bridges.yaml)")
+_JSON = click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
+
+
+def _bridge(path: Path | None, name: str) -> Bridge:
+    bridges = {b.name: b for b in load_bridges(path)}
+    if name not in bridges:
+        raise BridgeConfigError(f"no bridge named {name!r} in {path or bridges_file_path()}; "
+                                f"there are: {', '.join(sorted(bridges)) or 'none'}")
+    return bridges[name]
+
+
+def _sensor_name(bridge: Bridge) -> str:
+    from jobs import job_name
+    from sensors import build_bridge_sensor
+
+    return build_bridge_sensor(bridge, job_name(bridge)).name
+
+
+def _deployment(url: str) -> Deployment | None:
+    deployment = Deployment(url)
+    if deployment.reachable():
+        return deployment
+    say(f"no Dagster deployment answers at {url}: the bridges file is the only thing changed "
+        "(--url or $DAGSTER_URL to name one)")
+    return None
+
+
+def _parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
+    keys = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BridgeConfigError(f"--set {pair!r}: expected key=value")
+        keys[key.strip()] = value
+    return keys
+
+
+@click.group()
+def bridges() -> None:
+    """Add, remove, list, start, stop, status and stats of bridges."""
+
+
+@bridges.command("list")
+@_FILE
+@_JSON
+def list_bridges(path: Path | None, as_json: bool) -> None:
+    """Every bridge in the bridges file: connector, mode, group, route."""
+    rows = [{"name": b.name, "connector": b.connector, "mode": b.mode, "group": b.group,
+             "route": b.plugin.route(b), "sensor_default": "on" if b.sensor.enabled else "off"}
+            for b in load_bridges(path)]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(Column("name", no_wrap=True), "connector", "mode", "group", "sensor default")  # routes: --json
+    for row in rows:
+        table.add_row(row["name"], row["connector"], row["mode"], row["group"], row["sensor_default"])
+    _stdout.print(table)
+
+
+@bridges.command()
+@click.argument("name")
+@click.option("--connector", help="a connector name or class (or connector.class in --properties)")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="a connector key (repeat); secrets only as ${env:VAR} or ${file:path:key}")
+@click.option("--properties", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="an unchanged Kafka Connect .properties file instead of --set")
+@click.option("--mode", type=click.Choice(["batch", "continuous"]), default="batch", show_default=True)
+@click.option("--group", help="the asset group (default: bridges)")
+@click.option("--interval", type=int, help="sensor interval in seconds (default 30)")
+@_FILE
+@_URL
+def add(name: str, connector: str | None, sets: tuple[str, ...], properties: Path | None, mode: str,
+        group: str | None, interval: int | None, path: Path | None, url: str) -> None:
+    """Add a bridge: validated with the whole file before anything is written; a running deployment loads it
+    and its sensor starts by itself."""
+    path = path or bridges_file_path()
+    if properties and sets:
+        raise BridgeConfigError("give --properties or --set, not both")
+    if not properties and not sets:
+        raise BridgeConfigError("give the connector's keys with --set key=value or --properties FILE")
+    entry: dict[str, Any] = {"name": name}
+    if connector:
+        entry["connector"] = connector
+    elif not properties:
+        raise BridgeConfigError("--connector is required with --set")
+    if mode != "batch":
+        entry["mode"] = mode
+    if group:
+        entry["group"] = group
+    if properties:
+        with open(properties, encoding="utf-8") as fh:
+            javaproperties.load(fh)  # a file that does not parse is told before anything else
+        entry["properties"] = os.path.relpath(properties.resolve(), path.resolve().parent)
+    else:
+        entry["config"] = _parse_sets(sets)
+    if interval:
+        entry["sensor"] = {"interval_seconds": interval}
+    add_entry(path, entry)
+    bridge = _bridge(path, name)
+    say(f"added {name} to {path}: {bridge.connector}, {bridge.plugin.route(bridge)}")
+    if (deployment := _deployment(url)) is not None:
+        deployment.reload()
+        say(f"Dagster at {url} reloaded; sensor {_sensor_name(bridge)} "
+            f"{deployment.sensor_status(_sensor_name(bridge)).lower()}")
+
+
+@bridges.command()
+@click.argument("name")
+@_FILE
+@_URL
+def remove(name: str, path: Path | None, url: str) -> None:
+    """Remove a bridge: its runs are ended first, then the file changes and the deployment reloads."""
+    path = path or bridges_file_path()
+    bridge = _bridge(path, name)
+    deployment = _deployment(url)
+    if deployment is not None:
+        deployment.set_sensor(_sensor_name(bridge), running=False)
+        for run_id in deployment.end_runs(name):
+            say(f"ended run {run_id}")
+    remove_entry(path, name)
+    say(f"removed {name} from {path} (its recorded position stays in Dagster: added again, it resumes)")
+    if deployment is not None:
+        deployment.reload()
+        say(f"Dagster at {url} reloaded")
+
+
+@bridges.command()
+@click.argument("name")
+@_FILE
+@_URL
+def start(name: str, path: Path | None, url: str) -> None:
+    """Turn the bridge's sensor on."""
+    bridge = _bridge(path, name)
+    status = Deployment(url).set_sensor(_sensor_name(bridge), running=True)
+    say(f"{name}: sensor {_sensor_name(bridge)} {status.lower()}")
+
+
+@bridges.command()
+@click.argument("name")
+@_FILE
+@_URL
+def stop(name: str, path: Path | None, url: str) -> None:
+    """Turn the bridge's sensor off; a continuous run ends after its batch, recording its position (a batch
+    run in flight finishes its batch)."""
+    bridge = _bridge(path, name)
+    deployment = Deployment(url)
+    status = deployment.set_sensor(_sensor_name(bridge), running=False)
+    say(f"{name}: sensor {_sensor_name(bridge)} {status.lower()}")
+    if bridge.mode == "continuous":
+        for run_id in deployment.end_runs(name):
+            say(f"{name}: ended continuous run {run_id}")
+
+
+def _ago(at: float | None) -> str:
+    if at is None:
+        return "-"
+    seconds = max(0, time.time() - at)
+    return f"{seconds:.0f}s ago" if seconds < 120 else f"{seconds / 60:.0f}m ago" if seconds < 7200 else \
+        f"{seconds / 3600:.0f}h ago"
+
+
+def _stats(path: Path | None, name: str | None, window_minutes: float) -> list[dict[str, Any]]:
+    from dagster import DagsterInstance
+
+    from bridgectl.bridge_stats import bridge_stats
+
+    os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
+    chosen = [_bridge(path, name)] if name else load_bridges(path)
+    with DagsterInstance.get() as instance:
+        return [bridge_stats(instance, bridge, window_minutes).as_dict() for bridge in chosen]
+
+
+@bridges.command()
+@click.argument("name", required=False)
+@_FILE
+@_URL
+@_JSON
+def status(name: str | None, path: Path | None, url: str, as_json: bool) -> None:
+    """Sensor on or off, last run and its outcome, lag, latest error."""
+    rows = _stats(path, name, window_minutes=60)
+    deployment = Deployment(url)
+    reachable = deployment.reachable()
+    by_name = {b.name: b for b in load_bridges(path)}
+    for row in rows:
+        row["sensor"] = deployment.sensor_status(_sensor_name(by_name[row["bridge"]])) if reachable else None
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("bridge", "sensor", "last run", "lag", "latest error")
+    for row in rows:
+        run = row["last_run"]
+        error = row["last_error"]
+        table.add_row(row["bridge"], (row["sensor"] or "?").lower(),
+                      f"{run['status'].lower()} {_ago(run['ended'] or run['started'])}" if run else "-",
+                      "-" if row["lag"] is None else f"{row['lag']} {row['unit']}",
+                      f"{_ago(error['at'])}: {error['message']}" if error else "-")
+    _stdout.print(table)
+    if not reachable:
+        say(f"(no Dagster deployment answers at {url}: sensor states unknown)")
+
+
+@bridges.command()
+@click.argument("name", required=False)
+@click.option("--since", "window_minutes", type=float, default=60, show_default=True, help="the window, in minutes")
+@_FILE
+@_JSON
+def stats(name: str | None, window_minutes: float, path: Path | None, as_json: bool) -> None:
+    """Records read and delivered, rejected, throughput, lag, runs failed and the latest error."""
+    rows = _stats(path, name, window_minutes)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("bridge", "batches", "read", "delivered", "rejected", "per second", "lag", "failed runs",
+                  "latest error", title=f"last {window_minutes:g} minutes")
+    for row in rows:
+        error = row["last_error"]
+        table.add_row(row["bridge"], str(row["batches"]), f"{row['read']:,}", f"{row['delivered']:,}",
+                      f"{row['rejected']:,}", "-" if row["per_second"] is None else f"{row['per_second']:,.1f}",
+                      "-" if row["lag"] is None else f"{row['lag']:,} {row['unit']}", str(row["failed_runs"]),
+                      f"{_ago(error['at'])}: {error['message']}" if error else "-")
+    _stdout.print(table)

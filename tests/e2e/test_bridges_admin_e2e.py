@@ -1,0 +1,128 @@
+"""`bridgectl bridges ...` against a running deployment (`dagster dev`: webserver and daemon) as a user runs it:
+a Kafka -> Kinesis bridge added from the command line moves data under its own sensor, is stopped and started,
+reports its stats and status, and is removed, without editing YAML."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+
+from bridgectl.paths import PROJECT_ROOT
+from tests.e2e.helpers import kafka_admin, produce
+
+pytestmark = pytest.mark.e2e
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait(condition, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.5)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/server_info", timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _stream_records(stream: str) -> int:
+    client = boto3.client("kinesis", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    total = 0
+    for shard in client.list_shards(StreamName=stream)["Shards"]:
+        iterator = client.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
+                                             ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        total += len(client.get_records(ShardIterator=iterator, Limit=10_000)["Records"])
+    return total
+
+
+def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_removed(
+        stack, spark_remote, tmp_path, unique):
+    topic, stream, name = f"adm-{unique}", f"adm-{unique}", f"adm_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    boto3.client("kinesis", endpoint_url=os.environ["AWS_ENDPOINT_URL"],
+                 region_name="us-east-1").create_stream(StreamName=stream, ShardCount=1)
+    bridges = tmp_path / "bridges.yaml"
+    bridges.write_text("# bridges of this test\nbridges:\n")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(home), "BRIDGE_SPARK_REMOTE": spark_remote,
+           "DAGSTER_URL": url}
+    dev = subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+                           cwd=PROJECT_ROOT, env=env, stdout=open(tmp_path / "dev.log", "wb"),
+                           stderr=subprocess.STDOUT, start_new_session=True)
+
+    def bridgectl(*args: str) -> str:
+        done = subprocess.run([str(BIN / "bridgectl"), "bridges", *args], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout + done.stderr
+
+    def one_row(command: str) -> dict:  # --json goes to stdout alone
+        done = subprocess.run([str(BIN / "bridgectl"), "bridges", command, name, "--json"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        [row] = json.loads(done.stdout)
+        return row
+
+    def stats() -> dict:
+        return one_row("stats")
+
+    try:
+        _wait(lambda: _answers(url), "dagster dev answers")
+        added = bridgectl("add", name, "--connector", "KinesisSinkConnector", "--set", f"topics={topic}",
+                          "--set", f"kinesis.stream.name={stream}", "--interval", "2")
+        assert f"sensor {name}_lag_sensor running" in added
+        assert yaml.safe_load(bridges.read_text())["bridges"][0]["name"] == name
+        assert "# bridges of this test" in bridges.read_text()
+
+        produce(topic, [(f"k{i}", f"v{i}") for i in range(50)])
+        _wait(lambda: _stream_records(stream) == 50, "the sensor's run moved the records to Kinesis")
+        _wait(lambda: stats()["delivered"] == 50, "the stats count the delivered records")
+        row = stats()
+        assert row["read"] == 50 and row["rejected"] == 0 and row["last_run"]["status"] == "SUCCESS"
+
+        assert "stopped" in bridgectl("stop", name)
+        _wait(lambda: stats()["last_run"]["status"] in ("SUCCESS", "FAILURE", "CANCELED"), "no run in flight")
+        produce(topic, [("late", "late")])
+        time.sleep(8)  # four sensor intervals: a running sensor would have started a run by now
+        assert _stream_records(stream) == 50
+        assert "running" in bridgectl("start", name)
+        _wait(lambda: _stream_records(stream) == 51, "the started sensor moved the late record")
+
+        status = one_row("status")
+        assert status["sensor"] == "RUNNING" and status["last_error"] is None
+
+        assert f"removed {name}" in bridgectl("remove", name)
+        assert name not in bridgectl("list")
+        assert yaml.safe_load(bridges.read_text())["bridges"] in (None, [])
+    finally:
+        os.killpg(dev.pid, signal.SIGINT)
+        try:
+            dev.wait(timeout=45)
+        except subprocess.TimeoutExpired:
+            os.killpg(dev.pid, signal.SIGKILL)

@@ -1,0 +1,75 @@
+"""`bridgectl bridges add/remove` edit the bridges file as text: comments stay, and nothing is written unless
+the whole file still loads."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from bridgectl.bridges_edit import add_entry, remove_entry
+from connectors.config.bridges_file import BridgeConfigError, load_bridges
+
+FILE = textwrap.dedent("""\
+    # the team's bridges
+    bridges:
+      # orders go out
+      - name: first
+        connector: S3BlockGzipSinkConnector
+        config: {topics: a, s3.bucket: bkt}
+
+      - name: second   # clicks
+        connector: S3BlockGzipSinkConnector
+        config:
+          topics: c
+          s3.bucket: bkt
+    # the end
+    """)
+
+NEW = {"name": "third", "connector": "S3BlockGzipSinkConnector", "mode": "continuous",
+       "config": {"topics": "d", "s3.bucket": "bkt"}}
+
+
+def test_an_added_bridge_loads_and_the_comments_stay(tmp_path):
+    path = tmp_path / "bridges.yaml"
+    path.write_text(FILE)
+    add_entry(path, NEW)
+    text = path.read_text()
+    assert [b.name for b in load_bridges(path)] == ["first", "second", "third"]
+    assert load_bridges(path)[2].mode == "continuous"
+    assert "# the team's bridges" in text and "# orders go out" in text and "# clicks" in text
+    assert text.index("name: third") > text.index("s3.bucket: bkt\n", text.index("name: second"))
+
+
+def test_an_invalid_or_duplicate_bridge_writes_nothing(tmp_path):
+    path = tmp_path / "bridges.yaml"
+    path.write_text(FILE)
+    with pytest.raises(BridgeConfigError, match="(?s)nothing written: .*bridges.yaml.*key .s3.buckt.: unknown key"):
+        add_entry(path, {**NEW, "config": {"topics": "d", "s3.buckt": "bkt"}})
+    with pytest.raises(BridgeConfigError, match="'first' exists already"):
+        add_entry(path, {**NEW, "name": "first"})
+    assert path.read_text() == FILE
+    assert not list(tmp_path.glob(".bridges.yaml.*"))  # no temporary file left behind
+
+
+def test_a_secret_is_taken_only_as_a_reference(tmp_path):
+    path = tmp_path / "bridges.yaml"
+    path.write_text(FILE)
+    secret = {"name": "s", "connector": "CloudPubSubSinkConnector",
+              "config": {"topics": "t", "cps.project": "p", "cps.topic": "t", "gcp.credentials.json": "{\"k\": 1}"}}
+    with pytest.raises(BridgeConfigError, match="is a secret") as error:
+        add_entry(path, secret)
+    assert '"k"' not in str(error.value) and path.read_text() == FILE
+
+
+def test_a_removed_bridge_leaves_the_others_and_their_comments(tmp_path):
+    path = tmp_path / "bridges.yaml"
+    path.write_text(FILE)
+    remove_entry(path, "first")
+    assert [b.name for b in load_bridges(path)] == ["second"]
+    assert "# clicks" in path.read_text() and "topics: a" not in path.read_text()
+    remove_entry(path, "second")
+    with pytest.raises(BridgeConfigError, match="no bridge named 'second'"):
+        remove_entry(path, "second")
+    add_entry(path, NEW)  # into the emptied list
+    assert [b.name for b in load_bridges(path)] == ["third"] and "# the end" in path.read_text()
