@@ -29,11 +29,15 @@ from bridgectl import fetch, spark_servers
 from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_config
 from bridgectl.processes import process_start_ticks
 
-DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "pubsub": 18085, "pubsublite": 18086, "s3": 15000,
+DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 19094, "kafka_target_controller": 19095,
+                 "pubsub": 18085, "pubsublite": 18086, "s3": 15000,
                  "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080, "spark_cluster": 15003,
                  "spark_cluster_tls": 15443}
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
-SERVICES = ("kafka", "pubsub", "pubsublite", "s3", "spark")
+# kafka_target: a second Kafka cluster, what a Kafka -> Kafka bridge replicates to.
+SERVICES = ("kafka", "kafka_target", "pubsub", "pubsublite", "s3", "spark")
+# Each Kafka cluster: its data folder under the stack's home.
+KAFKA_DATA = {"kafka": "kafka-data", "kafka_target": "kafka-target-data"}
 # The cluster: a master, two workers, a Spark Connect server on it (plaintext, loopback only, token
 # required) and the TLS front users reach it through.
 CLUSTER_SERVICES = ("spark_master", "spark_worker_1", "spark_worker_2", "spark_cluster", "spark_cluster_tls")
@@ -49,7 +53,8 @@ class ServiceStatus:
 
 
 # The service whose process listens on a port of another name.
-PORT_OWNERS = {"kafka_controller": "kafka", "spark_master_ui": "spark_master"}
+PORT_OWNERS = {"kafka_controller": "kafka", "kafka_target_controller": "kafka_target",
+               "spark_master_ui": "spark_master"}
 
 
 def _parse_port(name: str, value: str) -> int:
@@ -114,8 +119,9 @@ class LocalStack:
         if self._alive(service):
             raise RuntimeError(f"{variable}, but {service} is running on port {current}: stop the stack "
                                "(bridgectl local down) and start it again to move it, or unset the variable")
-        if name == "kafka_controller" and (self.home / "kafka-data" / "meta.properties").exists():
-            raise RuntimeError(f"{variable}, but Kafka's data in {self.home / 'kafka-data'} names controller port "
+        data = self.home / KAFKA_DATA.get(service, "")
+        if name.endswith("_controller") and (data / "meta.properties").exists():
+            raise RuntimeError(f"{variable}, but Kafka's data in {data} names controller port "
                                f"{current}: remove that directory (its topics go with it) or unset the variable")
 
     def _alive(self, service: str) -> int | None:
@@ -130,6 +136,7 @@ class LocalStack:
         ports = self.ports()
         return {
             "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka']}",
+            "KAFKA_TARGET_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka_target']}",
             "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{ports['pubsub']}",
             "PUBSUBLITE_API_ENDPOINT": f"127.0.0.1:{ports['pubsublite']}",
             # The Lite client always dials TLS; gRPC then trusts the local server's own certificate.
@@ -176,12 +183,14 @@ class LocalStack:
         ]
 
     def up(self, log: Callable[[str], None] = print, only: tuple[str, ...] = SERVICES) -> None:
-        starters = {"kafka": self._start_kafka, "pubsub": self._start_pubsub,
+        starters = {"kafka": lambda: self._start_kafka("kafka"),
+                    "kafka_target": lambda: self._start_kafka("kafka_target"), "pubsub": self._start_pubsub,
                     "pubsublite": self._start_pubsublite, "s3": self._start_s3, "spark": self._start_spark,
                     "spark_master": self._start_spark_master, "spark_worker_1": lambda: self._start_spark_worker(1),
                     "spark_worker_2": lambda: self._start_spark_worker(2),
                     "spark_cluster": self._start_spark_cluster, "spark_cluster_tls": self._start_spark_cluster_tls}
-        checks = {"kafka": self._kafka_ready, "pubsub": self._pubsub_ready,
+        checks = {"kafka": lambda: self._kafka_ready("kafka"), "kafka_target": lambda: self._kafka_ready("kafka_target"),
+                  "pubsub": self._pubsub_ready,
                   "pubsublite": self._pubsublite_ready, "s3": self._s3_ready, "spark": self._spark_ready,
                   "spark_master": lambda: self._port_ready("spark_master"),
                   "spark_worker_1": lambda: self._workers_alive() >= 1,
@@ -244,17 +253,17 @@ class LocalStack:
         }
         self._save_state(state)
 
-    def _kafka_properties(self) -> Path:
+    def _kafka_properties(self, name: str) -> Path:
         ports = self.ports()
-        data_dir = self.home / "kafka-data"
-        props = self.home / "kafka" / "server.properties"
+        data_dir = self.home / KAFKA_DATA[name]
+        props = self.home / name / "server.properties"
         props.parent.mkdir(parents=True, exist_ok=True)
         props.write_text("\n".join([
             "process.roles=broker,controller",
             "node.id=1",
-            f"controller.quorum.bootstrap.servers=127.0.0.1:{ports['kafka_controller']}",
-            f"listeners=PLAINTEXT://127.0.0.1:{ports['kafka']},CONTROLLER://127.0.0.1:{ports['kafka_controller']}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports['kafka']}",
+            f"controller.quorum.bootstrap.servers=127.0.0.1:{ports[name + '_controller']}",
+            f"listeners=PLAINTEXT://127.0.0.1:{ports[name]},CONTROLLER://127.0.0.1:{ports[name + '_controller']}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports[name]}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -280,9 +289,9 @@ class LocalStack:
             "-cp", f"{libs}/*", main, *args,
         ]
 
-    def _start_kafka(self) -> subprocess.Popen:
-        props = self._kafka_properties()
-        if not (self.home / "kafka-data" / "meta.properties").exists():
+    def _start_kafka(self, name: str) -> subprocess.Popen:
+        props = self._kafka_properties(name)
+        if not (self.home / KAFKA_DATA[name] / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             result = subprocess.run(
                 # "=" form: a base64 id may start with "-", which would read as an option
@@ -292,7 +301,7 @@ class LocalStack:
             )
             if result.returncode != 0:
                 raise RuntimeError("formatting Kafka storage failed: " + result.stderr[-800:])
-        return self._spawn("kafka", self._java("kafka.Kafka", str(props)))
+        return self._spawn(name, self._java("kafka.Kafka", str(props)))
 
     def _start_pubsub(self) -> subprocess.Popen:
         binary = fetch.pstest_binary()
@@ -370,12 +379,12 @@ class LocalStack:
         path = self.home / "logs" / f"{name}.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
-    def _kafka_ready(self) -> bool:
+    def _kafka_ready(self, name: str) -> bool:
         from confluent_kafka.admin import AdminClient
 
-        if not _port_open(self.ports()["kafka"]):
+        if not _port_open(self.ports()[name]):
             return False
-        admin = AdminClient({"bootstrap.servers": self.env()["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 0})
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.ports()[name]}", "log_level": 0})
         try:
             return len(admin.list_topics(timeout=2).brokers) > 0
         except Exception:

@@ -93,10 +93,11 @@ class KafkaAdmin:
             found[name] = sorted(topic.partitions)
         return found
 
-    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> bool:
-        """Create a topic; False when it already exists."""
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                     replication_factor: int = 1) -> bool:
+        """Create a topic (replication factor -1: the broker's default); False when it already exists."""
         future = self._admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+            [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=config or {})]
         )[name]
         try:
             future.result(ADMIN_TIMEOUT_S)

@@ -1,0 +1,55 @@
+"""KafkaSinkConnector keys: the target cluster, how topics are named there, and where records go."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.kafka.connection import KafkaConnection
+
+TOPIC_PLACEHOLDER = "${topic}"
+
+
+class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
+    target_bootstrap_servers: str = Field(alias="target.bootstrap.servers", min_length=1)
+    target_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", alias="target.security.protocol")
+    target_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, alias="target.sasl.mechanism")
+    target_sasl_username: str | None = Field(None, alias="target.sasl.username")
+    target_sasl_password: SecretStr | None = Field(None, alias="target.sasl.password")
+    # The target topic's name; ${topic} is the source topic's (MirrorMaker 2's IdentityReplicationPolicy
+    # is the default; "backup.${topic}" prefixes as its DefaultReplicationPolicy does with an alias).
+    topic_rename_format: str = Field(TOPIC_PLACEHOLDER, alias="topic.rename.format", min_length=1)
+    # same: a record keeps its partition number (the target topic needs at least as many partitions);
+    # key: the target producer's partitioner picks (murmur2 of the key, as a Java producer would).
+    target_partition: Literal["same", "key"] = Field("same", alias="target.partition")
+    # A missing target topic is created with the source topic's partition count (else the run fails).
+    target_topic_create: bool = Field(True, alias="target.topic.create")
+    target_topic_replication_factor: int = Field(-1, alias="target.topic.replication.factor", ge=-1)
+
+    @field_validator("topic_rename_format")
+    @classmethod
+    def _names_the_topic_or_one_target(cls, value: str) -> str:
+        if "$" in value.replace(TOPIC_PLACEHOLDER, ""):
+            raise ValueError(f"the only placeholder is {TOPIC_PLACEHOLDER}")
+        return value
+
+    @model_validator(mode="after")
+    def _routing_is_one_to_one(self):
+        if TOPIC_PLACEHOLDER not in self.topic_rename_format and (self.topics_regex or len(self.topic_list()) > 1):
+            raise ValueError(f"several source topics need {TOPIC_PLACEHOLDER} in topic.rename.format, or they "
+                             "would all land in one target topic")
+        if self.target_sasl_mechanism and not (self.target_sasl_username and self.target_sasl_password):
+            raise ValueError("target.sasl.mechanism needs target.sasl.username and target.sasl.password")
+        return self
+
+    def target_topic(self, source_topic: str) -> str:
+        return self.topic_rename_format.replace(TOPIC_PLACEHOLDER, source_topic)
+
+    def target_connection(self) -> KafkaConnection:
+        password = self.target_sasl_password.get_secret_value() if self.target_sasl_password else None
+        return KafkaConnection(self.target_bootstrap_servers, self.target_security_protocol,
+                               self.target_sasl_mechanism, self.target_sasl_username, password)

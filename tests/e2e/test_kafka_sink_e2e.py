@@ -1,0 +1,116 @@
+"""Kafka -> Kafka replication between the stack's two real clusters (`kafka` and `kafka_target`)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+from dagster import DagsterInstance, materialize
+
+from bridge_assets.definitions import build_definitions
+from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.connection import KafkaConnection
+from resources import default_resources
+from tests.e2e.helpers import kafka_admin, materialize_bridge
+
+pytestmark = pytest.mark.e2e
+
+
+def _target() -> KafkaAdmin:
+    return KafkaAdmin(KafkaConnection(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]))
+
+
+def _read_target(topic: str, partitions: int, expected: int) -> list:
+    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "group.id": "check",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records = []
+    for _ in range(200):
+        records += [m for m in consumer.consume(1000, timeout=0.5) if m.error() is None]
+        if len(records) >= expected:
+            break
+    consumer.close()
+    return records
+
+
+def _bridges(tmp_path, name: str, keys: dict) -> str:
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "KafkaSinkConnector", "config": {
+        "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], **keys}}]}))
+    return str(path)
+
+
+def test_records_keep_key_headers_timestamp_and_partition_and_the_next_batch_moves_only_new_ones(
+        stack, spark, tmp_path, unique):
+    topic, name = f"repl-{unique}", f"repl_{unique}"
+    kafka_admin().create_topic(topic, partitions=3)
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    sent = {}
+    an_hour_ago = int(time.time() * 1000) - 3_600_000  # older ones would be deleted by time retention
+    for i in range(90):
+        timestamp = an_hour_ago + i  # a CreateTime of its own, kept on the target
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 3, timestamp=timestamp,
+                         headers=[("trace", f"t{i}".encode()), ("empty", None)])
+        sent[f"v{i}".encode()] = (f"k{i}".encode(), i % 3, timestamp)
+    producer.produce(topic, key=b"tomb", value=None, partition=0)  # a tombstone is replicated as one
+    assert producer.flush(30) == 0
+    defs, instance = build_definitions(_bridges(tmp_path, name, {"topics": topic,
+                                                                  "topic.rename.format": "backup.${topic}"})), \
+        DagsterInstance.ephemeral()
+
+    metadata = materialize_bridge(defs, name, instance)
+    assert metadata["records_published"].value == 91
+    assert _target().partitions([f"backup.{topic}"]) == {f"backup.{topic}": [0, 1, 2]}  # created like the source
+    replicated = _read_target(f"backup.{topic}", 3, 91)
+    assert len(replicated) == 91
+    by_value = {m.value(): m for m in replicated}
+    for value, (key, partition, timestamp) in sent.items():
+        message = by_value[value]
+        assert (message.key(), message.partition(), message.timestamp()[1]) == (key, partition, timestamp)
+        assert message.headers() == [("trace", b"t" + value[1:]), ("empty", None)]
+    assert by_value[None].key() == b"tomb"
+    # Within a partition, the source's order.
+    for partition in range(3):
+        values = [m.value() for m in replicated if m.partition() == partition and m.value() is not None]
+        assert values == sorted(values, key=lambda v: int(v[1:]))
+
+    producer.produce(topic, key=b"late", value=b"late", partition=1)
+    assert producer.flush(30) == 0
+    assert materialize_bridge(defs, name, instance)["records_published"].value == 1
+    assert len(_read_target(f"backup.{topic}", 3, 92)) == 92
+
+
+def test_a_regex_routes_each_topic_to_its_own_target(stack, spark, tmp_path, unique):
+    topics = [f"route-{unique}-{n}" for n in ("a", "b")]
+    for topic in topics:
+        kafka_admin().create_topic(topic, partitions=1)
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for topic in topics:
+        for i in range(5):
+            producer.produce(topic, value=f"{topic}-{i}".encode())
+    assert producer.flush(30) == 0
+    name = f"route_{unique}"
+    defs = build_definitions(_bridges(tmp_path, name, {"topics.regex": f"route-{unique}-.*",
+                                                       "topic.rename.format": "copy.${topic}"}))
+    materialize_bridge(defs, name)
+    for topic in topics:
+        assert sorted(m.value() for m in _read_target(f"copy.{topic}", 1, 5)) == [
+            f"{topic}-{i}".encode() for i in range(5)]
+
+
+def test_a_target_with_fewer_partitions_fails_in_one_line_before_anything_moves(stack, spark, tmp_path, unique):
+    topic, name = f"narrow-{unique}", f"narrow_{unique}"
+    kafka_admin().create_topic(topic, partitions=3)
+    _target().create_topic(topic, partitions=1)
+    Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]}).produce(topic, value=b"x", partition=2)
+    defs = build_definitions(_bridges(tmp_path, name, {"topics": topic}))
+    result = materialize([defs.get_assets_def(name)], resources=default_resources(),
+                         instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_failure_data.user_failure_data.description.endswith(
+        f"target topic {topic} has 1 partitions, source topic {topic} has 3: target.partition=same needs as many "
+        "(or target.partition=key)")
