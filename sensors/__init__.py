@@ -101,7 +101,9 @@ def build_signal_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     @sensor(**_sensor_properties(bridge, job_name, f"{signal.name}_sensor",
                                  f"Starts {job_name} when there are {unit} the bridge has not moved yet"),
             required_resource_keys={*signal.systems, "bridge_lease"})
-    def _signal_sensor(context: SensorEvaluationContext):
+    def _signal_sensor(context: SensorEvaluationContext, **_resources):
+        # `**_resources`: a direct call (how Dagster's docs test a sensor) passes every required resource as
+        # an argument; the daemon passes none. Both reach them through context.resources.
         if busy := _run_in_flight(context, job_name, bridge, context.resources.bridge_lease):
             return busy
 

@@ -102,10 +102,12 @@ def test_the_plugin_signal_drives_the_sensor():
     assert sensor.name == "count_me_lag_sensor"
     counter = Counter(head=0)
     with DagsterInstance.ephemeral() as instance:
-        def evaluate():  # as the daemon does (a direct call would pass every resource as an argument)
-            context = build_sensor_context(instance=instance,
-                                           resources={"counter": counter, "bridge_lease": BridgeLeaseResource()})
-            return sensor.evaluate_tick(context)
+        def context():
+            return build_sensor_context(instance=instance,
+                                        resources={"counter": counter, "bridge_lease": BridgeLeaseResource()})
+
+        def evaluate():  # as the daemon does
+            return sensor.evaluate_tick(context())
 
         idle = evaluate()
         assert not idle.run_requests and idle.skip_message == "no new numbers"
@@ -115,3 +117,4 @@ def test_the_plugin_signal_drives_the_sensor():
         assert again.run_key == first.run_key  # same state, same key: one run however often it is asked
         counter.head = 9
         assert evaluate().run_requests[0].run_key != first.run_key
+        assert sensor(context()).run_key == evaluate().run_requests[0].run_key  # a direct call, as tests make
