@@ -1,6 +1,7 @@
 """`bridgectl bridges ...` against a running deployment (`dagster dev`: webserver and daemon) as a user runs it:
 a Kafka -> Kinesis bridge added from the command line moves data under its own sensor, is stopped and started,
-reports its stats and status, and is removed, without editing YAML."""
+reports its stats and status; a Kafka -> Kafka bridge added from a .properties file copies the topic; both are
+removed, without editing YAML."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import pytest
 import yaml
 
 from bridgectl.paths import PROJECT_ROOT
+from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.connection import KafkaConnection
 from tests.e2e.helpers import kafka_admin, produce
 
 pytestmark = pytest.mark.e2e
@@ -57,9 +60,15 @@ def _stream_records(stream: str) -> int:
     return total
 
 
+def _target_records(topic: str) -> int:
+    admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]))
+    partitions = admin.partitions([topic])
+    return sum(admin.end_offsets(partitions)[topic].values()) if partitions else 0
+
+
 def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_removed(
         stack, spark_remote, tmp_path, unique):
-    topic, stream, name = f"adm-{unique}", f"adm-{unique}", f"adm_{unique}"
+    topic, stream, name, replica = f"adm-{unique}", f"adm-{unique}", f"adm_{unique}", f"adm_copy_{unique}"
     kafka_admin().create_topic(topic, partitions=2)
     boto3.client("kinesis", endpoint_url=os.environ["AWS_ENDPOINT_URL"],
                  region_name="us-east-1").create_stream(StreamName=stream, ShardCount=1)
@@ -116,6 +125,16 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
 
         status = one_row("status")
         assert status["sensor"] == "RUNNING" and status["last_error"] is None
+
+        # A Kafka -> Kafka bridge from an unchanged connector .properties file, beside the first one.
+        properties = tmp_path / "replica.properties"
+        properties.write_text(f"name={replica}\nconnector.class=KafkaSinkConnector\ntopics={topic}\n"
+                              f"target.bootstrap.servers={os.environ['KAFKA_TARGET_BOOTSTRAP_SERVERS']}\n"
+                              "topic.rename.format=copy.${topic}\n")
+        assert f"sensor {replica}_lag_sensor running" in bridgectl("add", replica, "--properties", str(properties),
+                                                                   "--interval", "2")
+        _wait(lambda: _target_records(f"copy.{topic}") == 51, "the replica bridge copied the topic")
+        assert f"removed {replica}" in bridgectl("remove", replica)
 
         assert f"removed {name}" in bridgectl("remove", name)
         assert name not in bridgectl("list")
