@@ -5,6 +5,8 @@ from __future__ import annotations
 from connectors import endpoints
 from connectors.bridge import Bridge
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.config.routing import is_routed, route
+from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
 )
@@ -25,6 +27,14 @@ def _route(bridge: Bridge) -> str:
     return f"Kafka {kafka_source_label(cfg)} -> Pub/Sub projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
 
 
+def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
+    cfg = bridge.config
+    if not is_routed(cfg.cps_topic):
+        return (endpoints.pubsub_topic(cfg.cps_project, cfg.cps_topic),)
+    # Routed from a topics.regex: the topics are not known until they exist, so none is drawn.
+    return tuple(endpoints.pubsub_topic(cfg.cps_project, route(cfg.cps_topic, t)) for t in cfg.topic_list())
+
+
 CONNECTOR = ConnectorPlugin(
     name="CloudPubSubSinkConnector",
     java_class="com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
@@ -36,6 +46,6 @@ CONNECTOR = ConnectorPlugin(
     position=KAFKA_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
-    writes=lambda bridge: (endpoints.pubsub_topic(bridge.config.cps_project, bridge.config.cps_topic),),
+    writes=_writes,
     keys=SINK_KEYS,
 )

@@ -9,6 +9,7 @@ failure fails the Spark task.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -19,6 +20,7 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.config.routing import is_routed
 from connectors.errors import BatchError
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
@@ -72,11 +74,22 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
         tally.reject(slot.record(row), "TASK_PUT", error)
 
     channel = task.connection.publish_channel()
-    topic_path = f"projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
-    publisher = RequestPublisher(channel, topic_path, publish_settings(cfg, task.outage_timeout_s), acked, rejected)
+    settings = publish_settings(cfg, task.outage_timeout_s)
+    # One publisher per Pub/Sub topic (several with ${topic} in cps.topic), all on the one channel.
+    publishers: dict[str, RequestPublisher] = {}
+
+    def publisher_for(kafka_topic: str) -> RequestPublisher:
+        path = cfg.topic_path(kafka_topic)
+        if path not in publishers:
+            publishers[path] = RequestPublisher(channel, path, settings, acked, rejected)
+        return publishers[path]
+
+    routed = is_routed(cfg.cps_topic)
     try:
         for batch in batches:
             slot = TalliedBatch(batch, tally)
+            topics = batch.column("topic").to_pylist() if routed else None
+            publisher = None if routed else publisher_for("")
             for row, outcome in converter.convert(batch):
                 if outcome is None:
                     slot.counts(row).skipped += 1
@@ -87,12 +100,16 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
                         slot.counts(row).headers_dropped += outcome.headers_dropped
                     message = message_pb(data=outcome.data, attributes=outcome.attributes,
                                          ordering_key=outcome.ordering_key)
-                    publisher.add(message, outcome.size(), (slot, row), outcome.ordering_key)
+                    (publisher_for(topics[row]) if routed else publisher).add(
+                        message, outcome.size(), (slot, row), outcome.ordering_key)
         # The rest must be acknowledged within maxShutdownTimeoutMs, or the task fails (and records nothing).
-        publisher.close(cfg.max_shutdown_timeout_ms / 1000)
+        deadline = time.monotonic() + cfg.max_shutdown_timeout_ms / 1000
+        for publisher in publishers.values():
+            publisher.close(max(0.0, deadline - time.monotonic()))
         tally.flush_dead_letters()
     except PublishFailed as exc:
         slot, row = exc.origins[0]
+        topic_path = cfg.topic_path(slot.record(row).topic)
         if exc.unanswered:
             raise Unreachable(f"Pub/Sub at {task.connection.address} did not answer for {task.outage_timeout_s:.0f} s "
                               f"while publishing {slot.record(row).where} to {topic_path}; "

@@ -7,9 +7,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.routing import TOPIC_PLACEHOLDER, check_template, is_routed, route
 from connectors.kafka.connection import KafkaConnection
-
-TOPIC_PLACEHOLDER = "${topic}"
 
 
 class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
@@ -32,14 +31,13 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
 
     @field_validator("topic_rename_format")
     @classmethod
-    def _names_the_topic_or_one_target(cls, value: str) -> str:
-        if "$" in value.replace(TOPIC_PLACEHOLDER, ""):
-            raise ValueError(f"the only placeholder is {TOPIC_PLACEHOLDER}")
+    def _one_placeholder(cls, value: str) -> str:
+        check_template(value, "topic.rename.format")
         return value
 
     @model_validator(mode="after")
     def _routing_is_one_to_one(self):
-        if TOPIC_PLACEHOLDER not in self.topic_rename_format and (self.topics_regex or len(self.topic_list()) > 1):
+        if not is_routed(self.topic_rename_format) and (self.topics_regex or len(self.topic_list()) > 1):
             raise ValueError(f"several source topics need {TOPIC_PLACEHOLDER} in topic.rename.format, or they "
                              "would all land in one target topic")
         if self.target_sasl_mechanism and not (self.target_sasl_username and self.target_sasl_password):
@@ -47,7 +45,7 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
         return self
 
     def target_topic(self, source_topic: str) -> str:
-        return self.topic_rename_format.replace(TOPIC_PLACEHOLDER, source_topic)
+        return route(self.topic_rename_format, source_topic)
 
     def target_connection(self) -> KafkaConnection:
         password = self.target_sasl_password.get_secret_value() if self.target_sasl_password else None

@@ -16,26 +16,27 @@ from connectors.kinesis_sink.write import KinesisTask, kinesis_client, put_arrow
 from connectors.outage import Unreachable
 
 
-def check_stream(config: KinesisSinkConfig) -> None:
+def check_stream(config: KinesisSinkConfig, stream: str) -> None:
     """A stream that does not exist or is not ACTIVE fails the run before anything is read, in one line."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        summary = kinesis_client(config).describe_stream_summary(StreamName=config.stream_name)
+        summary = kinesis_client(config).describe_stream_summary(StreamName=stream)
     except ClientError as exc:
         error = exc.response.get("Error", {})
-        raise BatchError(f"Kinesis stream {config.stream_name} ({config.region}): {error.get('Code')}: "
-                          f"{error.get('Message')}") from None
+        raise BatchError(f"Kinesis stream {stream} ({config.region}): {error.get('Code')}: "
+                         f"{error.get('Message')}") from None
     except BotoCoreError as exc:
         raise Unreachable(f"Kinesis at {config.endpoint or config.region}: {exc}") from None
     status = summary["StreamDescriptionSummary"]["StreamStatus"]
     if status not in ("ACTIVE", "UPDATING"):
-        raise BatchError(f"Kinesis stream {config.stream_name} is {status}, not ACTIVE")
+        raise BatchError(f"Kinesis stream {stream} is {status}, not ACTIVE")
 
 
 def run_kinesis_sink_batch(spark: SparkSession, bridge_name: str, config: KinesisSinkConfig, kafka: KafkaAdmin,
                            recorded: Offsets, batch: BatchSettings, consumer_group: str) -> SinkBatchResult:
-    check_stream(config)
+    for topic in kafka.partitions(config.topic_list() or None, config.topics_regex):
+        check_stream(config, config.stream_for(topic))
     task = KinesisTask(bridge_name, config, dead_letter_client_config(kafka, config))
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
                                 functools.partial(put_arrow_batches, task))

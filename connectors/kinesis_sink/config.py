@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 
 from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.routing import route
 
 # Kinesis Data Streams service limits (PutRecords).
 MAX_RECORDS_PER_REQUEST = 500
@@ -15,7 +16,9 @@ MAX_BYTES_PER_RECORD = 1024 * 1024  # data and partition key together
 
 
 class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
-    stream_name: str = Field(alias="kinesis.stream.name", min_length=1, max_length=128, pattern=r"^[a-zA-Z0-9_.-]+$")
+    # ${topic} routes each Kafka topic to its own stream (e.g. kafka-${topic}).
+    stream_name: str = Field(alias="kinesis.stream.name", min_length=1, max_length=128,
+                             pattern=r"^([a-zA-Z0-9_.-]|\$\{topic\})+$")
     region: str = Field("us-east-1", alias="kinesis.region")
     endpoint: str | None = Field(None, alias="kinesis.endpoint")  # default: AWS_ENDPOINT_URL or AWS's own
     # key: the Kafka key is the partition key (a null key: the Kafka partition number), so a key's records
@@ -31,6 +34,9 @@ class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
     # Default: the AWS credential chain (environment, profile, instance role).
     aws_access_key_id: str | None = Field(None, alias="aws.access.key.id")
     aws_secret_access_key: SecretStr | None = Field(None, alias="aws.secret.access.key")
+
+    def stream_for(self, kafka_topic: str) -> str:
+        return route(self.stream_name, kafka_topic)
 
     @model_validator(mode="after")
     def _both_keys_or_none(self):

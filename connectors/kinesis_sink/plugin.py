@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from connectors.bridge import Bridge
+from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
@@ -21,8 +22,9 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
 
 def _stream(bridge: Bridge) -> tuple[Endpoint, ...]:
     cfg = bridge.config
-    return (Endpoint(("kinesis", cfg.region, cfg.stream_name), "kinesis",
-                     f"Kinesis stream {cfg.stream_name} ({cfg.region})"),)
+    streams = sorted({cfg.stream_for(t) for t in cfg.topic_list()}) if is_routed(cfg.stream_name) else [cfg.stream_name]
+    return tuple(Endpoint(("kinesis", cfg.region, stream), "kinesis", f"Kinesis stream {stream} ({cfg.region})")
+                 for stream in streams)
 
 
 CONNECTOR = ConnectorPlugin(

@@ -151,20 +151,28 @@ def put_arrow_batches(task: KinesisTask, batches: Iterator[pa.RecordBatch]) -> I
     cfg = task.config
     tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
     client = kinesis_client(cfg)
-    hash_keys = shard_hash_keys(client, cfg.stream_name) if cfg.partition_key == "partition" else []
 
     def delivered(origin) -> None:
         slot, row = origin
         slot.counts(row).published += 1
 
-    putter = KinesisPutter(client, cfg.stream_name, cfg.max_request_records, cfg.max_request_bytes,
-                           cfg.retry_timeout_ms / 1000, delivered)
+    # One putter (and, by partition, one shard list) per stream: several with ${topic} in the stream name.
+    putters: dict[str, tuple[KinesisPutter, list[str]]] = {}
+
+    def putter_for(kafka_topic: str) -> tuple[KinesisPutter, list[str]]:
+        stream = cfg.stream_for(kafka_topic)
+        if stream not in putters:
+            putters[stream] = (KinesisPutter(client, stream, cfg.max_request_records, cfg.max_request_bytes,
+                                             cfg.retry_timeout_ms / 1000, delivered),
+                               shard_hash_keys(client, stream) if cfg.partition_key == "partition" else [])
+        return putters[stream]
+
     try:
         for batch in batches:
             slot = TalliedBatch(batch, tally)
             keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
-            partitions = batch.column("partition").to_pylist()
-            for row, (key, value, partition) in enumerate(zip(keys, values, partitions)):
+            partitions, topics = batch.column("partition").to_pylist(), batch.column("topic").to_pylist()
+            for row, (key, value, partition, topic) in enumerate(zip(keys, values, partitions, topics)):
                 if value is None:  # a tombstone has nothing to put
                     slot.counts(row).skipped += 1
                     continue
@@ -176,9 +184,10 @@ def put_arrow_batches(task: KinesisTask, batches: Iterator[pa.RecordBatch]) -> I
                     tally.reject(slot.record(row), "KINESIS_PUT", RecordError(
                         f"{len(value)} bytes: over Kinesis's limit of {MAX_BYTES_PER_RECORD} bytes per record"))
                     continue
-                explicit = hash_keys[partition % len(hash_keys)] if hash_keys else None
-                putter.add(value, partition_key, (slot, row), explicit)
-        putter.close()
+                putter, hash_keys = putter_for(topic)
+                putter.add(value, partition_key, (slot, row), hash_keys[partition % len(hash_keys)] if hash_keys else None)
+        for putter, _ in putters.values():
+            putter.close()
         tally.flush_dead_letters()
     except KinesisRefused as exc:
         slot, row = exc.origins[0]

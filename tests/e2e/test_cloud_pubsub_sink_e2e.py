@@ -193,3 +193,21 @@ def test_properties_file_bridge_with_struct_values(stack, spark, tmp_path, uniqu
         "kafka.offset": "0", "kafka.timestamp": dict(message.attributes)["kafka.timestamp"],
     }
     assert int(message.attributes["kafka.timestamp"]) > 1_700_000_000_000
+
+
+def test_topic_routing_sends_each_kafka_topic_to_its_own_pubsub_topic(stack, spark, tmp_path, unique):
+    """cps.topic with ${topic}: one bridge, a topics.regex over two Kafka topics, two Pub/Sub topics."""
+    topics = [f"routed-{unique}-{n}" for n in ("a", "b")]
+    subscriptions = {}
+    for topic in topics:
+        kafka_admin().create_topic(topic, partitions=2)
+        subscriptions[topic] = create_pubsub_topic(f"cps-{topic}")
+        produce(topic, [(None, f"{topic}-{i}") for i in range(20)])
+    name = f"routed_{unique}"
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topics[0], {
+        "topics": None, "topics.regex": f"routed-{unique}-.*", "cps.topic": "cps-${topic}"}))
+
+    assert materialize_bridge(defs, name)["records_published"].value == 40
+    for topic in topics:
+        assert sorted(m.data.decode() for m in drain(subscriptions[topic])) == sorted(
+            f"{topic}-{i}" for i in range(20))

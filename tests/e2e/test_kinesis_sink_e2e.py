@@ -133,3 +133,18 @@ def test_a_stream_that_does_not_exist_fails_in_one_line_and_records_nothing(stac
     description = failure.step_failure_data.user_failure_data.description
     assert description.startswith(f"bridge {name} (") and f"Kinesis stream nosuch-{unique} (us-east-1): " \
         "ResourceNotFoundException" in description
+
+
+def test_topic_routing_sends_each_kafka_topic_to_its_own_stream(stack, spark, tmp_path, unique):
+    topics = [f"kinr-{unique}-{n}" for n in ("a", "b")]
+    for topic in topics:
+        kafka_admin().create_topic(topic, partitions=1)
+        _create_stream(f"s-{topic}", shards=1)
+        produce(topic, [(None, f"{topic}-{i}") for i in range(10)])
+    name = f"kinr_{unique}"
+    defs = build_definitions(_bridges(tmp_path, name, ",".join(topics), "s-${topic}"))
+
+    assert materialize_bridge(defs, name)["records_published"].value == 20
+    for topic in topics:
+        [records] = _records_by_shard(f"s-{topic}").values()
+        assert sorted(r["Data"].decode() for r in records) == sorted(f"{topic}-{i}" for i in range(10))
