@@ -154,6 +154,10 @@ class KafkaAdmin:
         return self._list_offsets(partitions, OffsetSpec.earliest())
 
     @_retry_metadata
+    def consumer_groups(self) -> list[str]:
+        """Every consumer group the cluster knows."""
+        return sorted(g.group_id for g in self._admin.list_consumer_groups().result(ADMIN_TIMEOUT_S).valid)
+
     def committed_offsets(self, group: str, partitions: dict[str, list[int]]) -> Offsets:
         """The group's committed offsets. A consumer that never subscribes asks for them: the admin
         API's ListConsumerGroupOffsets crashes librdkafka 2.16 (SIGSEGV in rd_kafka_cgrp_op) while

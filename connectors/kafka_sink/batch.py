@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
@@ -13,6 +14,7 @@ from connectors.errors import BatchError
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES, dead_letter_client_config
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
+from connectors.kafka_sink.checkpoints import OffsetSync, write_checkpoints
 from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.kafka_sink.write import ReplicaTask, produce_arrow_batches
 from connectors.outage import kafka_outages_named
@@ -42,10 +44,39 @@ def prepare_targets(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAd
     return max(limits.values())
 
 
+def _target_ends(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin) -> Offsets:
+    """The target topics' end offsets, by source topic and partition."""
+    sources = source.partitions(config.topic_list() or None, config.topics_regex)
+    names = {config.target_topic(topic): topic for topic in sources}
+    ends = target.end_offsets(target.partitions(list(names)))
+    return {names[name]: parts for name, parts in ends.items()}
+
+
+@dataclass(frozen=True)
+class ReplicaBatchResult:
+    batch: SinkBatchResult
+    checkpoints: int  # written after the batch
+    checkpoint_problem: str | None = None  # why they were not: the records are replicated all the same
+
+
 def run_replica_batch(spark: SparkSession, bridge_name: str, config: KafkaSinkConfig, kafka: KafkaAdmin,
-                      recorded: Offsets, batch: BatchSettings, consumer_group: str) -> SinkBatchResult:
-    largest = prepare_targets(config, kafka, KafkaAdmin(config.target_connection()))
+                      recorded: Offsets, batch: BatchSettings, consumer_group: str) -> ReplicaBatchResult:
+    target = KafkaAdmin(config.target_connection())
+    largest = prepare_targets(config, kafka, target)
     task = ReplicaTask(bridge_name, config, dead_letter_client_config(kafka, config),
                        min(largest + HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES), batch.outage_timeout_seconds)
-    return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
-                                functools.partial(produce_arrow_batches, task))
+    before = _target_ends(config, kafka, target) if config.checkpoints else {}
+    result = run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
+                                  functools.partial(produce_arrow_batches, task))
+    if not config.checkpoints or not result.plan.ranges:
+        return ReplicaBatchResult(result, 0)
+    # As MirrorMaker 2's checkpoint connector runs apart from its source connector, checkpoints that cannot
+    # be written fail nothing: the records are replicated and their offsets recorded; the next batch tries again.
+    try:
+        after = _target_ends(config, kafka, target)
+        syncs = {(r.topic, r.partition): OffsetSync(r.start, r.end, before[r.topic][r.partition],
+                                                    after[r.topic][r.partition])
+                 for r in result.plan.ranges if r.partition in before.get(r.topic, {})}  # a topic new since
+        return ReplicaBatchResult(result, write_checkpoints(config, kafka, target, syncs))
+    except Exception as exc:  # noqa: BLE001 - any failure here is reported the same way
+        return ReplicaBatchResult(result, 0, f"consumer-group checkpoints not written: {type(exc).__name__}: {exc}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -28,6 +29,13 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
     # A missing target topic is created with the source topic's partition count (else the run fails).
     target_topic_create: bool = Field(True, alias="target.topic.create")
     target_topic_replication_factor: int = Field(-1, alias="target.topic.replication.factor", ge=-1)
+    # MirrorMaker 2's consumer-group checkpoints (with target.partition=same only: the key partitioner moves
+    # records, so no offset of a partition maps to one of the target's).
+    source_cluster_alias: str = Field("source", alias="source.cluster.alias", pattern=r"^[A-Za-z0-9_.-]+$")
+    emit_checkpoints_enabled: bool = Field(True, alias="emit.checkpoints.enabled")
+    sync_group_offsets_enabled: bool = Field(False, alias="sync.group.offsets.enabled")
+    groups: str = Field(".*", alias="groups")  # comma-separated regexes, as MM2
+    groups_exclude: str = Field("console-consumer-.*, connect-.*, __.*", alias="groups.exclude")
 
     @field_validator("topic_rename_format")
     @classmethod
@@ -40,12 +48,24 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
         if not is_routed(self.topic_rename_format) and (self.topics_regex or len(self.topic_list()) > 1):
             raise ValueError(f"several source topics need {TOPIC_PLACEHOLDER} in topic.rename.format, or they "
                              "would all land in one target topic")
+        if self.sync_group_offsets_enabled and (self.target_partition != "same" or not self.emit_checkpoints_enabled):
+            raise ValueError("sync.group.offsets.enabled needs emit.checkpoints.enabled=true and target.partition=same")
+        for key, spec in (("groups", self.groups), ("groups.exclude", self.groups_exclude)):
+            for part in spec.split(","):
+                try:
+                    re.compile(part.strip())
+                except re.error as exc:
+                    raise ValueError(f"{key}: {part.strip()!r} is not a regular expression: {exc}") from None
         if self.target_sasl_mechanism and not (self.target_sasl_username and self.target_sasl_password):
             raise ValueError("target.sasl.mechanism needs target.sasl.username and target.sasl.password")
         return self
 
     def target_topic(self, source_topic: str) -> str:
         return route(self.topic_rename_format, source_topic)
+
+    @property
+    def checkpoints(self) -> bool:
+        return self.emit_checkpoints_enabled and self.target_partition == "same"
 
     def target_connection(self) -> KafkaConnection:
         password = self.target_sasl_password.get_secret_value() if self.target_sasl_password else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from connectors.bridge import Bridge
@@ -17,8 +18,12 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     from connectors.kafka_sink.batch import run_replica_batch
 
     with systems.spark.batch_session(bridge.name) as spark:
-        return sink_report(run_replica_batch(spark, bridge.name, bridge.config, systems.kafka.admin(), position,
-                                             bridge.batch, bridge.consumer_group))
+        result = run_replica_batch(spark, bridge.name, bridge.config, systems.kafka.admin(), position, bridge.batch,
+                                   bridge.consumer_group)
+    report = sink_report(result.batch)
+    problem = (result.checkpoint_problem,) if result.checkpoint_problem else ()
+    return dataclasses.replace(report, values={**report.values, "checkpoints_written": result.checkpoints},
+                               warnings=report.warnings + problem)
 
 
 def _cluster_label(bootstrap_servers: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 import time
 
 import pytest
@@ -114,3 +115,52 @@ def test_a_target_with_fewer_partitions_fails_in_one_line_before_anything_moves(
     assert failure.step_failure_data.user_failure_data.description.endswith(
         f"target topic {topic} has 1 partitions, source topic {topic} has 3: target.partition=same needs as many "
         "(or target.partition=key)")
+
+
+def test_consumer_groups_fail_over_with_translated_offsets(stack, spark, tmp_path, unique):
+    """A source group's committed offsets become MM2 checkpoints on the target and, with
+    sync.group.offsets.enabled, the same group's offsets there: a consumer that moves to the target goes on
+    with the record after the last one it had read."""
+    topic, name, group = f"fail-{unique}", f"fail_{unique}", f"billing-{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    target_topic = f"dr.{topic}"
+    _target().create_topic(target_topic, partitions=2)
+    filler = Producer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for _ in range(5):  # the target's offsets differ from the source's
+        filler.produce(target_topic, value=b"older", partition=0)
+    assert filler.flush(30) == 0
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for i in range(40):
+        producer.produce(topic, value=f"r{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    source_consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": group,
+                                "enable.auto.commit": False})
+    source_consumer.commit(offsets=[TopicPartition(topic, 0, 12), TopicPartition(topic, 1, 20)], asynchronous=False)
+    source_consumer.close()
+    defs = build_definitions(_bridges(tmp_path, name, {
+        "topics": topic, "topic.rename.format": "dr.${topic}", "source.cluster.alias": "primary",
+        "sync.group.offsets.enabled": True}))
+
+    metadata = materialize_bridge(defs, name)
+    assert metadata["checkpoints_written"].value == 2
+    checkpoints = {}
+    for message in _read_target("primary.checkpoints.internal", 1, 2):
+        key, value = message.key(), message.value()
+        glen = struct.unpack_from(">h", key, 0)[0]
+        tlen = struct.unpack_from(">h", key, 2 + glen)[0]
+        where = (key[2:2 + glen].decode(), key[4 + glen:4 + glen + tlen].decode(),
+                 struct.unpack_from(">i", key, 4 + glen + tlen)[0])
+        checkpoints[where] = struct.unpack_from(">hqq", value, 0)
+    assert checkpoints == {(group, target_topic, 0): (0, 12, 17), (group, target_topic, 1): (0, 20, 20)}
+
+    target_consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "group.id": group,
+                                "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    target_consumer.assign([TopicPartition(target_topic, 0)])  # committed offsets apply to assign() too
+    first = None
+    for _ in range(40):
+        message = target_consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            first = message
+            break
+    target_consumer.close()
+    assert first is not None and first.value() == b"r24"  # partition 0 holds r0, r2, ...: offset 12 is r24
