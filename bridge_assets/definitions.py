@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from typing import Any
 
-from dagster import Definitions, in_process_executor
+from dagster import ConfigurableResource, Definitions, in_process_executor
 
 from bridge_assets.factory import bridge_ends, build_bridge_asset
 from bridge_assets.lineage import external_specs
@@ -14,11 +14,25 @@ from resources import default_resources
 from sensors import build_bridge_sensor
 
 
+class _SystemsOnDemand:
+    """The shared resources a plugin's lineage lookup names (a subscription's topic is asked of Pub/Sub or
+    Lite), each initialized on first use: the others may lack settings that only their runs need."""
+
+    def __init__(self, resources: dict[str, ConfigurableResource]):
+        self._resources, self._initialized = resources, {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self._resources:
+            raise AttributeError(name)
+        if name not in self._initialized:
+            self._initialized[name] = self._resources[name].process_config_and_initialize()
+        return self._initialized[name]
+
+
 def build_definitions(bridges_file: str | None = None) -> Definitions:
     bridges = load_bridges(bridges_file)
     resources = default_resources()
-    # For lineage only: where to ask a subscription's topic.
-    systems = SimpleNamespace(**{key: resources[key].process_config_and_initialize() for key in ("pubsub", "pubsublite")})
+    systems = _SystemsOnDemand(resources)
     ends = [bridge_ends(b, systems) for b in bridges]
     return Definitions(
         assets=[*(build_bridge_asset(b, e) for b, e in zip(bridges, ends)), *external_specs(ends)],
