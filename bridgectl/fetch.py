@@ -97,6 +97,15 @@ def kafka_server_jars() -> Path:
     return target
 
 
+def pulsar_jars() -> Path:
+    """Folder with an Apache Pulsar standalone's classpath (about 235 MB)."""
+    target = cache_dir() / "pulsar-libs"
+    if not target.is_dir():
+        _copy_maven_dependencies("Apache Pulsar 4.0.7 (standalone)", STACK_FILES / "maven" / "pulsar-standalone.pom.xml",
+                                 target)
+    return target
+
+
 def spark_kafka_jars() -> list[str]:
     """Jar files that add Spark's Kafka source to the pinned pyspark."""
     target = cache_dir() / "spark-kafka-libs"

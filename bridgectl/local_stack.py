@@ -30,12 +30,13 @@ from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_con
 from bridgectl.processes import process_start_ticks
 
 DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 19094, "kafka_target_controller": 19095,
-                 "pubsub": 18085, "pubsublite": 18086, "s3": 15000,
-                 "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080, "spark_cluster": 15003,
-                 "spark_cluster_tls": 15443}
+                 "pubsub": 18085, "pubsublite": 18086, "s3": 15000, "pulsar": 16650, "pulsar_web": 18090,
+                 "pulsar_bookie": 13181, "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080,
+                 "spark_cluster": 15003, "spark_cluster_tls": 15443}
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
 # kafka_target: a second Kafka cluster, what a Kafka -> Kafka bridge replicates to.
-SERVICES = ("kafka", "kafka_target", "pubsub", "pubsublite", "s3", "spark")
+# pulsar: an Apache Pulsar standalone (broker, embedded bookie), a target of replication.
+SERVICES = ("kafka", "kafka_target", "pubsub", "pubsublite", "s3", "pulsar", "spark")
 # Each Kafka cluster: its data folder under the stack's home.
 KAFKA_DATA = {"kafka": "kafka-data", "kafka_target": "kafka-target-data"}
 # The cluster: a master, two workers, a Spark Connect server on it (plaintext, loopback only, token
@@ -53,7 +54,8 @@ class ServiceStatus:
 
 
 # The service whose process listens on a port of another name.
-PORT_OWNERS = {"kafka_controller": "kafka", "kafka_target_controller": "kafka_target",
+PORT_OWNERS = {"kafka_controller": "kafka", "kafka_target_controller": "kafka_target", "pulsar_web": "pulsar",
+               "pulsar_bookie": "pulsar",
                "spark_master_ui": "spark_master"}
 
 
@@ -137,6 +139,8 @@ class LocalStack:
         return {
             "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka']}",
             "KAFKA_TARGET_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka_target']}",
+            "PULSAR_SERVICE_URL": f"pulsar://127.0.0.1:{ports['pulsar']}",
+            "PULSAR_ADMIN_URL": f"http://127.0.0.1:{ports['pulsar_web']}",
             "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{ports['pubsub']}",
             "PUBSUBLITE_API_ENDPOINT": f"127.0.0.1:{ports['pubsublite']}",
             # The Lite client always dials TLS; gRPC then trusts the local server's own certificate.
@@ -185,12 +189,12 @@ class LocalStack:
     def up(self, log: Callable[[str], None] = print, only: tuple[str, ...] = SERVICES) -> None:
         starters = {"kafka": lambda: self._start_kafka("kafka"),
                     "kafka_target": lambda: self._start_kafka("kafka_target"), "pubsub": self._start_pubsub,
-                    "pubsublite": self._start_pubsublite, "s3": self._start_s3, "spark": self._start_spark,
+                    "pubsublite": self._start_pubsublite, "pulsar": self._start_pulsar, "s3": self._start_s3, "spark": self._start_spark,
                     "spark_master": self._start_spark_master, "spark_worker_1": lambda: self._start_spark_worker(1),
                     "spark_worker_2": lambda: self._start_spark_worker(2),
                     "spark_cluster": self._start_spark_cluster, "spark_cluster_tls": self._start_spark_cluster_tls}
         checks = {"kafka": lambda: self._kafka_ready("kafka"), "kafka_target": lambda: self._kafka_ready("kafka_target"),
-                  "pubsub": self._pubsub_ready,
+                  "pubsub": self._pubsub_ready, "pulsar": self._pulsar_ready,
                   "pubsublite": self._pubsublite_ready, "s3": self._s3_ready, "spark": self._spark_ready,
                   "spark_master": lambda: self._port_ready("spark_master"),
                   "spark_worker_1": lambda: self._workers_alive() >= 1,
@@ -303,6 +307,27 @@ class LocalStack:
                 raise RuntimeError("formatting Kafka storage failed: " + result.stderr[-800:])
         return self._spawn(name, self._java("kafka.Kafka", str(props)))
 
+    def _start_pulsar(self) -> subprocess.Popen:
+        ports, home = self.ports(), self.home / "pulsar"
+        home.mkdir(parents=True, exist_ok=True)
+        conf = home / "standalone.conf"
+        conf.write_text("\n".join([
+            "clusterName=standalone", "bindAddress=127.0.0.1", "advertisedAddress=127.0.0.1",
+            f"brokerServicePort={ports['pulsar']}", f"webServicePort={ports['pulsar_web']}",
+            "managedLedgerDefaultEnsembleSize=1", "managedLedgerDefaultWriteQuorum=1", "managedLedgerDefaultAckQuorum=1",
+            "allowAutoTopicCreation=true", "",
+        ]))
+        java = fetch.require_tool("java", "OpenJDK 17, to run Pulsar")
+        opens = [f"--add-opens={module}=ALL-UNNAMED" for module in (
+            "java.base/jdk.internal.platform", "java.management/sun.management", "java.base/java.lang",
+            "java.base/sun.net", "java.base/java.io")]  # what Pulsar's own start script passes
+        return self._spawn("pulsar", [
+            java, "-Xms128m", "-Xmx768m", *opens, f"-Dlog4j2.configurationFile={log4j2_config()}",
+            "-cp", f"{fetch.pulsar_jars()}/*", "org.apache.pulsar.PulsarStandaloneStarter", "--config", str(conf),
+            "--no-functions-worker", "--no-stream-storage", "--bookkeeper-dir", str(home / "bookie"),
+            "--metadata-dir", str(home / "metadata"), "--bookkeeper-port", str(ports["pulsar_bookie"]),
+        ])
+
     def _start_pubsub(self) -> subprocess.Popen:
         binary = fetch.pstest_binary()
         return self._spawn("pubsub", [str(binary), "-port", str(self.ports()["pubsub"])])
@@ -388,6 +413,15 @@ class LocalStack:
         try:
             return len(admin.list_topics(timeout=2).brokers) > 0
         except Exception:
+            return False
+
+    def _pulsar_ready(self) -> bool:
+        """The broker answers and its default namespace exists (the standalone creates it last)."""
+        try:
+            url = f"http://127.0.0.1:{self.ports()['pulsar_web']}/admin/v2/namespaces/public"
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return "public/default" in response.read().decode()
+        except OSError:
             return False
 
     def _pubsub_ready(self) -> bool:

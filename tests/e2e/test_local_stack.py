@@ -10,8 +10,9 @@ pytestmark = pytest.mark.e2e
 
 def test_every_server_runs_and_answers(stack):
     # The cluster's services are listed too once a test has started them (`up --cluster`).
-    assert [(s.name, s.running) for s in stack.status()][:6] == [
-        ("kafka", True), ("kafka_target", True), ("pubsub", True), ("pubsublite", True), ("s3", True), ("spark", True)]
+    assert [(s.name, s.running) for s in stack.status()][:7] == [
+        ("kafka", True), ("kafka_target", True), ("pubsub", True), ("pubsublite", True), ("s3", True),
+        ("pulsar", True), ("spark", True)]
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     s3.create_bucket(Bucket="stack-check")
     assert "stack-check" in [b["Name"] for b in s3.list_buckets()["Buckets"]]

@@ -1,0 +1,72 @@
+"""Kafka -> Apache Pulsar against the real local Kafka and the stack's Pulsar standalone."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import pulsar
+import pytest
+import yaml
+from confluent_kafka import Producer
+from dagster import DagsterInstance
+
+from bridge_assets.definitions import build_definitions
+from tests.e2e.helpers import kafka_admin, materialize_bridge
+
+pytestmark = pytest.mark.e2e
+
+
+def _receive_all(topic: str, expected: int) -> list:
+    logger = logging.getLogger("test-pulsar")
+    logger.setLevel(logging.WARNING)
+    client = pulsar.Client(os.environ["PULSAR_SERVICE_URL"], logger=logger)
+    consumer = client.subscribe(topic, f"check-{time.monotonic_ns()}",
+                                initial_position=pulsar.InitialPosition.Earliest)
+    messages = []
+    try:
+        while len(messages) < expected:
+            messages.append(consumer.receive(timeout_millis=20_000))
+        try:  # nothing more than expected
+            messages.append(consumer.receive(timeout_millis=1_000))
+        except pulsar.Timeout:
+            pass
+    finally:
+        client.close()
+    return messages
+
+
+def test_records_arrive_with_key_properties_and_event_time_each_topic_routed_and_resumed(
+        stack, spark, tmp_path, unique):
+    topics = [f"pls-{unique}-{n}" for n in ("a", "b")]
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    an_hour_ago = int(time.time() * 1000) - 3_600_000
+    for topic in topics:
+        kafka_admin().create_topic(topic, partitions=2)
+        for i in range(25):
+            producer.produce(topic, key=f"k{i}".encode(), value=f"{topic}-{i}".encode(), timestamp=an_hour_ago + i,
+                             headers=[("trace", f"t{i}".encode())])
+    producer.produce(topics[0], key=b"gone", value=None)  # a tombstone: skipped
+    assert producer.flush(30) == 0
+    path = tmp_path / "bridges.yaml"
+    name = f"pls_{unique}"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "PulsarSinkConnector", "config": {
+        "topics": ",".join(topics), "pulsar.service.url": os.environ["PULSAR_SERVICE_URL"]}}]}))
+    defs, instance = build_definitions(str(path)), DagsterInstance.ephemeral()
+
+    metadata = materialize_bridge(defs, name, instance)
+    assert metadata["records_published"].value == 50 and metadata["records_skipped"].value == 1
+    for topic in topics:
+        messages = _receive_all(f"persistent://public/default/{topic}", 25)
+        assert len(messages) == 25
+        by_key = {m.partition_key(): m for m in messages}
+        for i in range(25):
+            message = by_key[f"k{i}"]
+            assert message.data() == f"{topic}-{i}".encode()
+            assert message.properties() == {"trace": f"t{i}"} and message.event_timestamp() == an_hour_ago + i
+
+    producer.produce(topics[1], key=b"late", value=b"late")
+    assert producer.flush(30) == 0
+    assert materialize_bridge(defs, name, instance)["records_published"].value == 1
+    assert len(_receive_all(f"persistent://public/default/{topics[1]}", 26)) == 26
