@@ -49,7 +49,8 @@ def lite_sink_task(name: str):
     topic, _ = lite_topic(name, 1)
     config = PubSubLiteSinkConfig.model_validate({"topics": "t", "pubsublite.project": "bench", "pubsublite.location":
                                                   str(topic.location), "pubsublite.topic": name})
-    return functools.partial(publish_arrow_batches, LiteSinkTask("profile", config, lite_connection(), {}, 1))
+    return functools.partial(publish_arrow_batches, LiteSinkTask("profile", config, lite_connection(), {},
+                                                                 {str(config.topic_path()): 1}))
 
 
 def main() -> None:

@@ -153,11 +153,11 @@ class KafkaAdmin:
     def start_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
         return self._list_offsets(partitions, OffsetSpec.earliest())
 
-    @_retry_metadata
     def consumer_groups(self) -> list[str]:
         """Every consumer group the cluster knows."""
         return sorted(g.group_id for g in self._admin.list_consumer_groups().result(ADMIN_TIMEOUT_S).valid)
 
+    @_retry_metadata
     def committed_offsets(self, group: str, partitions: dict[str, list[int]]) -> Offsets:
         """The group's committed offsets. A consumer that never subscribes asks for them: the admin
         API's ListConsumerGroupOffsets crashes librdkafka 2.16 (SIGSEGV in rd_kafka_cgrp_op) while

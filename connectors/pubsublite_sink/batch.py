@@ -30,12 +30,17 @@ def run_lite_sink_batch(
     batch: BatchSettings,
     consumer_group: str,
 ) -> SinkBatchResult:
-    topic = config.topic_path()
-    with lite_outages_named(connection, topic.location, f"reading the partition count of {topic}"):
-        lite_partitions = connection.admin(region_of(topic.location)).get_topic_partition_count(topic)
-    if config.pubsublite_ordering_mode == "KAFKA":
-        check_kafka_mode_partitions(kafka.partitions(config.topic_list() or None, config.topics_regex),
-                                    lite_partitions, str(topic))
+    kafka_partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
+    # Each Lite topic's partition count, read once (one topic, or one per Kafka topic with ${topic}).
+    lite_partitions: dict[str, int] = {}
+    for kafka_topic in sorted(kafka_partitions) or [""]:
+        topic = config.topic_path(kafka_topic)
+        if str(topic) not in lite_partitions:
+            with lite_outages_named(connection, topic.location, f"reading the partition count of {topic}"):
+                lite_partitions[str(topic)] = connection.admin(region_of(topic.location)).get_topic_partition_count(topic)
+        if config.pubsublite_ordering_mode == "KAFKA" and kafka_topic:
+            check_kafka_mode_partitions({kafka_topic: kafka_partitions[kafka_topic]}, lite_partitions[str(topic)],
+                                        str(topic))
     task = LiteSinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config), lite_partitions,
                         batch.outage_timeout_seconds)
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from connectors import endpoints
 from connectors.bridge import Bridge
+from connectors.config.routing import is_routed
+from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
 )
@@ -26,6 +28,13 @@ def _route(bridge: Bridge) -> str:
             f"(ordering {cfg.pubsublite_ordering_mode})")
 
 
+def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
+    cfg = bridge.config
+    if not is_routed(cfg.pubsublite_topic):
+        return (endpoints.lite_topic(str(cfg.topic_path())),)
+    return tuple(endpoints.lite_topic(str(cfg.topic_path(t))) for t in sorted(set(cfg.topic_list())))
+
+
 CONNECTOR = ConnectorPlugin(
     name="PubSubLiteSinkConnector",
     java_class="com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
@@ -37,6 +46,6 @@ CONNECTOR = ConnectorPlugin(
     position=KAFKA_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
-    writes=lambda bridge: (endpoints.lite_topic(str(bridge.config.topic_path())),),
+    writes=_writes,
     keys=SINK_KEYS,
 )

@@ -34,7 +34,7 @@ class LiteSinkTask:
     config: PubSubLiteSinkConfig
     connection: LiteConnection
     kafka_client_config: dict[str, str]
-    lite_partitions: int  # the Lite topic's partition count, read once by the driver
+    lite_partitions: dict[str, int]  # each Lite topic's partition count, read once by the driver
     outage_timeout_s: float = 30
 
 
@@ -71,7 +71,6 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
     converter = LiteColumnarConverter(cfg)
     tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
     router = kafka_partition_router if cfg.pubsublite_ordering_mode == "KAFKA" else default_router
-    route = router(task.lite_partitions)
 
     def acked(origins: list) -> None:
         for counts in origins:
@@ -79,20 +78,35 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
 
     topic = cfg.topic_path()
     channel = task.connection.async_publish_channel(topic.location)
-    publisher = LitePublisher(channel, str(topic), LitePublishSettings(retry_timeout_s=task.outage_timeout_s), acked)
+    settings = LitePublishSettings(retry_timeout_s=task.outage_timeout_s)
+    # One publisher and router per Lite topic (several with ${topic} in pubsublite.topic), on the one channel.
+    publishers: dict[str, tuple[LitePublisher, Callable[[object, int], int]]] = {}
+
+    def publisher_for(kafka_topic: str) -> tuple[LitePublisher, Callable[[object, int], int]]:
+        path = str(cfg.topic_path(kafka_topic))
+        if path not in publishers:
+            if path not in task.lite_partitions:  # a topic that matched the regex after the driver looked
+                raise BatchError(f"Pub/Sub Lite topic {path} was not looked up before the batch; the next batch will")
+            publishers[path] = (LitePublisher(channel, path, settings, acked), router(task.lite_partitions[path]))
+        return publishers[path]
+
     try:
         for batch in batches:
             tallied = TalliedBatch(batch, tally)
             kafka_partitions = batch.column("partition").to_pylist()
+            kafka_topics = batch.column("topic").to_pylist()
             for row, outcome in converter.convert(batch):
                 if isinstance(outcome, RecordError):
                     tally.reject(tallied.record(row), "VALUE_CONVERTER", outcome)
                     continue
                 message, size = outcome
+                publisher, route = publisher_for(kafka_topics[row])
                 await publisher.add(message, size, tallied.counts(row), route(message, kafka_partitions[row]))
-            publisher.seal_all()
+            for publisher, _ in publishers.values():
+                publisher.seal_all()
         # The rest must be acknowledged in time, or the task fails (and records nothing).
-        await publisher.close(SHUTDOWN_TIMEOUT_S)
+        for publisher, _ in publishers.values():
+            await publisher.close(SHUTDOWN_TIMEOUT_S)
     except LitePublishFailed as exc:
         if exc.unanswered:
             raise Unreachable(f"Pub/Sub Lite at {task.connection.address_of(topic.location)} did not answer for "

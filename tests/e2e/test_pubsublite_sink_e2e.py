@@ -142,3 +142,22 @@ def test_a_run_killed_mid_batch_loses_nothing(stack, tmp_path, unique):
     heads = _head_counts(subscription, 2)
     values = {m.message.data.decode() for ms in read_lite_topic(subscription, heads).values() for m in ms}
     assert values == {f"v-{i}" for i in range(total)}  # every record, duplicates allowed
+
+
+def test_topic_routing_sends_each_kafka_topic_to_its_own_lite_topic(stack, spark, tmp_path, unique):
+    topics = [f"lite-routed-{unique}-{n}" for n in ("a", "b")]
+    subscriptions = {}
+    for topic in topics:
+        kafka_admin().create_topic(topic, partitions=2)
+        _, subscriptions[topic] = create_lite_topic(f"lr-{topic}", partitions=2)
+        produce(topic, [(None, f"{topic}-{i}") for i in range(15)])
+    name = f"lite_routed_{unique}"
+    defs = build_definitions(lite_bridges_file(tmp_path, name, "PubSubLiteSinkConnector", {
+        "topics": ",".join(topics), "pubsublite.topic": "lr-${topic}", "pubsublite.ordering.mode": "KAFKA",
+        **STRINGS}))
+
+    assert materialize_bridge(defs, name)["records_published"].value == 30
+    for topic in topics:
+        heads = _head_counts(subscriptions[topic], 2)
+        messages = [m for ms in read_lite_topic(subscriptions[topic], heads).values() for m in ms]
+        assert sorted(m.message.data.decode() for m in messages) == sorted(f"{topic}-{i}" for i in range(15))
