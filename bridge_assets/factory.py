@@ -6,6 +6,7 @@
 
 import contextlib
 import dataclasses
+import logging
 import threading
 import traceback
 from typing import Iterator
@@ -24,11 +25,19 @@ from connectors.errors import root_cause
 from connectors.plugin import Systems
 from jobs.lease import BridgeBusy, BridgeLease
 
+log = logging.getLogger(__name__)
+
 
 def bridge_ends(bridge: Bridge, systems: Systems) -> BridgeEnds:
-    """What the bridge reads and writes, as lineage endpoints."""
+    """What the bridge reads and writes, as lineage endpoints (a subscription's topic is asked with the
+    bridge's own credentials, when they resolve)."""
     plugin = bridge.plugin
-    return BridgeEnds(AssetKey(bridge.name), bridge.group, plugin.reads(bridge, systems), plugin.writes(bridge))
+    try:
+        asking = bridge.with_secrets()
+    except ValueError as exc:
+        log.warning("lineage of %s: %s", bridge.name, exc)
+        asking = bridge
+    return BridgeEnds(AssetKey(bridge.name), bridge.group, plugin.reads(asking, systems), plugin.writes(bridge))
 
 
 def build_bridge_asset(bridge: Bridge, ends: BridgeEnds | None = None) -> AssetsDefinition:
@@ -98,7 +107,7 @@ def _one_batch_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefin
     @asset(**_asset_properties(bridge, reads))
     def _bridge(context: AssetExecutionContext) -> MaterializeResult:
         with _holding_lease(context, bridge) as lease:
-            report = plugin.run_batch(context.resources, bridge,
+            report = plugin.run_batch(context.resources, bridge.with_secrets(),
                                       recorded_position(context.instance, context.asset_key, plugin.position))
             lease.check()
         context.log.info(report.line)
@@ -126,9 +135,10 @@ def _continuous_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefi
         session = systems.spark.batch_session(bridge.name) if "spark" in plugin.systems else contextlib.nullcontext()
         with _holding_lease(context, bridge) as lease, session:
             position = recorded_position(context.instance, context.asset_key, plugin.position)
-            pending = plugin.watch(systems, looping)
+            moving = looping.with_secrets()
+            pending = plugin.watch(systems, moving)
             stop = threading.Event()
-            commits = loop_batches(lambda at: plugin.run_batch(systems, looping, at), pending, position,
+            commits = loop_batches(lambda at: plugin.run_batch(systems, moving, at), pending, position,
                                    looping.continuous, context.log.warning, stop)
             for commit in commits_until_terminated(commits, stop):
                 # A termination while a commit is checked or reported ends the loop after it, as during a

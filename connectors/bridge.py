@@ -4,6 +4,7 @@ every connector imports it, the loader (connectors/config/bridges_file.py) build
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -79,6 +80,28 @@ class Bridge:
     @property
     def connector(self) -> str:
         return self.plugin.name
+
+    def with_secrets(self) -> Bridge:
+        """This bridge with its secret keys' references resolved (Kafka Connect's config providers), for the
+        run or sensor that uses them; a reference that cannot be resolved raises a one-line ValueError naming
+        the key and where it looked."""
+        from connectors.config.providers import ConfigProviderError, resolve
+
+        fields = type(self.config).model_fields
+        updates = {}
+        for name, field in fields.items():
+            value = getattr(self.config, name)
+            if (field.alias or name) in self.config.secret_keys() and value is not None:
+                text = value.get_secret_value()
+                try:
+                    resolved = resolve(field.alias or name, text)
+                except ConfigProviderError as exc:
+                    raise ValueError(str(exc)) from None
+                if resolved != text:
+                    updates[name] = type(value)(resolved)
+        if not updates:
+            return self
+        return dataclasses.replace(self, config=self.config.model_copy(update=updates))
 
     @property
     def consumer_group(self) -> str:

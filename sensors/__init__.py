@@ -112,7 +112,7 @@ def build_signal_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
             from bridge_assets.metadata import recorded_position
 
             recorded = recorded_position(context.instance, AssetKey(bridge.name), plugin.position)
-            waiting = signal.waiting(context.resources, bridge, recorded)
+            waiting = signal.waiting(context.resources, bridge.with_secrets(), recorded)
             _report_health(context, bridge, waiting.amount)
             if waiting.amount == 0:
                 return SkipReason(f"no new {unit}")

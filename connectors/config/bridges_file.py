@@ -21,7 +21,7 @@ from connectors.bridge import (
     DEFAULT_GROUP, BatchSettings, Bridge, CheckSettings, ContinuousSettings, SensorSettings,
 )
 from connectors.config.common import IGNORED_FRAMEWORK_KEYS
-from connectors.config.providers import ConfigProviderError, resolve
+from connectors.config.providers import ConfigProviderError, check_reference, resolve
 from connectors.plugins import installed_plugins, plugin_for
 
 DEFAULT_BRIDGES_FILE = "bridges.yaml"
@@ -115,8 +115,11 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
             f"key 'connector': {entry.connector} disagrees with connector.class={keys['connector.class']}"
         )
 
+    secret = plugin.config_model.secret_keys()
     try:
-        keys = {k: resolve(k, v) for k, v in keys.items() if k not in IGNORED_FRAMEWORK_KEYS}
+        for key in secret & set(keys):
+            check_reference(key, keys[key])  # resolved where used (Bridge.with_secrets)
+        keys = {k: v if k in secret else resolve(k, v) for k, v in keys.items() if k not in IGNORED_FRAMEWORK_KEYS}
     except ConfigProviderError as exc:
         raise BridgeConfigError(str(exc)) from None
     try:

@@ -1,6 +1,8 @@
-"""Kafka Connect's config providers: a key's value may be `${provider:path:key}` (or `${provider:key}`),
-resolved when the bridges file loads, so a secret lives in the environment, a properties file or a mounted
-secret directory instead of the bridges file.
+"""Kafka Connect's config providers: a key's value may be `${provider:path:key}` (or `${provider:key}`), so a
+secret lives in the environment, a properties file or a mounted secret directory instead of the bridges file.
+A plain key's reference is resolved when the bridges file loads (its value is validated with the rest); a
+secret key's reference is only checked then (its provider exists) and resolved where it is used: in the run
+(or sensor) that needs it, before a batch, never in the webserver.
 
 Built in, as Kafka Connect names them: `env` (`${env:VAR}`, EnvVarConfigProvider), `file`
 (`${file:/path/creds.properties:key}`, FileConfigProvider) and `directory` (`${directory:/run/secrets:name}`,
@@ -105,3 +107,14 @@ def resolve(key: str, value: object) -> object:
             raise ConfigProviderError(f"key '{key}': {exc}") from None
 
     return REFERENCE.sub(substitute, value)
+
+
+def check_reference(key: str, value: object) -> None:
+    """A secret key's reference names an installed provider (nothing is read)."""
+    if not isinstance(value, str):
+        return
+    providers = installed_providers()
+    for match in REFERENCE.finditer(value):
+        if match.group(1) not in providers:
+            raise ConfigProviderError(f"key '{key}': unknown config provider {match.group(1)!r} (installed: "
+                                      f"{', '.join(sorted(providers))})")

@@ -87,14 +87,18 @@ def test_secret_values_never_appear_in_errors(tmp_path):
     assert "gcp.credentials.json" in str(err.value) and "hunter2" not in str(err.value)
 
 
-def test_env_references_use_kafka_connect_syntax(tmp_path, monkeypatch):
+def test_a_secret_reference_is_resolved_where_it_is_used_not_when_the_file_loads(tmp_path, monkeypatch):
+    """Kafka Connect's env provider syntax. The code location (webserver, daemon) keeps the reference only;
+    the run or sensor that uses the bridge resolves it."""
+    path = write(tmp_path, SINK.replace("cps.topic: t", "cps.topic: t\n          gcp.credentials.json: ${env:CREDS}"))
+    [bridge] = load_bridges(path)  # CREDS is not set: loading does not need it
+    assert bridge.config.gcp_credentials_json.get_secret_value() == "${env:CREDS}"
+    with pytest.raises(ValueError, match="key 'gcp.credentials.json': environment variable CREDS is not set"):
+        bridge.with_secrets()
     monkeypatch.setenv("CREDS", '{"type": "service_account"}')
-    [bridge] = load_bridges(write(tmp_path, SINK.replace("cps.topic: t", "cps.topic: t\n          gcp.credentials.json: ${env:CREDS}")))
-    assert bridge.config.gcp_credentials_json.get_secret_value() == '{"type": "service_account"}'
-    assert "service_account" not in repr(bridge.config)
-    monkeypatch.delenv("CREDS")
-    with pytest.raises(BridgeConfigError, match="key 'gcp.credentials.json': environment variable CREDS is not set"):
-        load_bridges(write(tmp_path, SINK.replace("cps.topic: t", "cps.topic: t\n          gcp.credentials.json: ${env:CREDS}")))
+    resolved = bridge.with_secrets()
+    assert resolved.config.gcp_credentials_json.get_secret_value() == '{"type": "service_account"}'
+    assert "service_account" not in repr(resolved.config) and resolved.config.cps_topic == "t"
 
 
 @pytest.mark.parametrize("extra, problem", [
