@@ -115,9 +115,16 @@ def _last_error(instance: DagsterInstance, bridge: Bridge) -> dict[str, Any] | N
         data = entry.dagster_event.step_failure_data
         # Our one-line failure is the step's user failure description; other errors keep their message.
         message = (data.user_failure_data.description if data.user_failure_data and data.user_failure_data.description
-                   else data.error.message.strip() if data.error else None)
+                   else _innermost(data.error))
     if message is None:  # the run failed outside its step (its process died and it was fenced)
         for entry in instance.all_logs(run.dagster_run.run_id, of_type=DagsterEventType.RUN_FAILURE):
             message = entry.dagster_event.message or entry.user_message
     return {"message": (message or "run failed").splitlines()[0], "at": run.end_time or run.update_timestamp.timestamp(),
             "run_id": run.dagster_run.run_id}
+
+
+def _innermost(error) -> str | None:
+    """Dagster wraps what a step raised ("Error occurred while executing op ..."): the cause says what happened."""
+    while error is not None and (error.cause or error.context) is not None:
+        error = error.cause or error.context
+    return error.message.strip() if error is not None else None

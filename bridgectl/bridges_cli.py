@@ -180,6 +180,20 @@ def stop(name: str, path: Path | None, url: str) -> None:
             say(f"{name}: ended continuous run {run_id}")
 
 
+def _error_cell(error: dict | None, width: int = 60) -> str:
+    if not error:
+        return "-"
+    text = f"{_ago(error['at'])}: {error['message']}"
+    return text if len(text) <= width else text[:width - 1] + "…"  # the whole of it: --json
+
+
+def _run_cell(run: dict | None) -> str:
+    if not run:
+        return "-"
+    at = run["ended"] or run["started"]
+    return run["status"].lower() + (f" {_ago(at)}" if at else "")
+
+
 def _ago(at: float | None) -> str:
     if at is None:
         return "-"
@@ -215,14 +229,10 @@ def status(name: str | None, path: Path | None, url: str, as_json: bool) -> None
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table("bridge", "sensor", "last run", "lag", "latest error")
+    table = Table(Column("bridge", no_wrap=True), "sensor", "last run", "lag", "latest error")
     for row in rows:
-        run = row["last_run"]
-        error = row["last_error"]
-        table.add_row(row["bridge"], (row["sensor"] or "?").lower(),
-                      f"{run['status'].lower()} {_ago(run['ended'] or run['started'])}" if run else "-",
-                      "-" if row["lag"] is None else f"{row['lag']} {row['unit']}",
-                      f"{_ago(error['at'])}: {error['message']}" if error else "-")
+        table.add_row(row["bridge"], (row["sensor"] or "?").lower(), _run_cell(row["last_run"]),
+                      "-" if row["lag"] is None else f"{row['lag']} {row['unit']}", _error_cell(row["last_error"]))
     _stdout.print(table)
     if not reachable:
         say(f"(no Dagster deployment answers at {url}: sensor states unknown)")
@@ -239,12 +249,11 @@ def stats(name: str | None, window_minutes: float, path: Path | None, as_json: b
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table("bridge", "batches", "read", "delivered", "rejected", "per second", "lag", "failed runs",
-                  "latest error", title=f"last {window_minutes:g} minutes")
+    table = Table(Column("bridge", no_wrap=True), "batches", "read", "delivered", "rejected", "per second", "lag",
+                  "failed runs", "latest error", title=f"last {window_minutes:g} minutes")
     for row in rows:
-        error = row["last_error"]
         table.add_row(row["bridge"], str(row["batches"]), f"{row['read']:,}", f"{row['delivered']:,}",
                       f"{row['rejected']:,}", "-" if row["per_second"] is None else f"{row['per_second']:,.1f}",
                       "-" if row["lag"] is None else f"{row['lag']:,} {row['unit']}", str(row["failed_runs"]),
-                      f"{_ago(error['at'])}: {error['message']}" if error else "-")
+                      _error_cell(row["last_error"], 40))
     _stdout.print(table)
