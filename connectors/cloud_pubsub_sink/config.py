@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from connectors.config.common import (
     ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys,
 )
-from connectors.config.routing import check_template, route
+from connectors.config.routing import TargetTemplate, route
 
 DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
 MAX_REQUEST_BYTES = 9_500_000  # the reference's cap, under Pub/Sub's 10 MB publish request limit
@@ -18,7 +18,7 @@ MAX_REQUEST_BYTES = 9_500_000  # the reference's cap, under Pub/Sub's 10 MB publ
 class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys):
     cps_project: str = Field(alias="cps.project", min_length=1)
     # ${topic} routes each Kafka topic to its own Pub/Sub topic (e.g. kafka-${topic}); the reference has one.
-    cps_topic: str = Field(alias="cps.topic", min_length=1)
+    cps_topic: TargetTemplate = Field(alias="cps.topic", min_length=1)
     cps_endpoint: str = Field(DEFAULT_ENDPOINT, alias="cps.endpoint")
     # A key of the reference's newer releases: a plaintext channel to PUBSUB_EMULATOR_HOST instead of cps.endpoint.
     cps_use_emulator: bool = Field(False, alias="cps.useEmulator")
@@ -37,12 +37,6 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
     message_body_name: str = Field("cps_message_body", alias="messageBodyName", min_length=1)
     enable_compression: bool = Field(False, alias="enableCompression")
     compression_bytes_threshold: int = Field(240, alias="compressionBytesThreshold", ge=0)
-
-    @field_validator("cps_topic")
-    @classmethod
-    def _one_placeholder(cls, value: str) -> str:
-        check_template(value, "cps.topic")
-        return value
 
     def topic_path(self, kafka_topic: str) -> str:
         return f"projects/{self.cps_project}/topics/{route(self.cps_topic, kafka_topic)}"

@@ -4,6 +4,10 @@ config providers never match it (their references carry a colon)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import AfterValidator
+
 TOPIC_PLACEHOLDER = "${topic}"
 
 
@@ -15,7 +19,12 @@ def route(template: str, topic: str) -> str:
     return template.replace(TOPIC_PLACEHOLDER, topic)
 
 
-def check_template(template: str, key: str) -> None:
+def _check_template(template: str) -> str:
     """Any other `$` is a typo of the placeholder (or a reference that was not resolved)."""
     if "$" in template.replace(TOPIC_PLACEHOLDER, ""):
-        raise ValueError(f"{key}: the only placeholder is {TOPIC_PLACEHOLDER}")
+        raise ValueError(f"the only placeholder is {TOPIC_PLACEHOLDER}")
+    return template
+
+
+# A target's name, routed by ${topic}: the type of every sink's target key.
+TargetTemplate = Annotated[str, AfterValidator(_check_template)]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
-from connectors.config.routing import TOPIC_PLACEHOLDER, check_template, is_routed, route
+from connectors.config.routing import TOPIC_PLACEHOLDER, TargetTemplate, is_routed, route
 from connectors.kafka.connection import KafkaConnection
 
 
@@ -22,7 +22,7 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
     target_sasl_password: SecretStr | None = Field(None, alias="target.sasl.password")
     # The target topic's name; ${topic} is the source topic's (MirrorMaker 2's IdentityReplicationPolicy
     # is the default; "backup.${topic}" prefixes as its DefaultReplicationPolicy does with an alias).
-    topic_rename_format: str = Field(TOPIC_PLACEHOLDER, alias="topic.rename.format", min_length=1)
+    topic_rename_format: TargetTemplate = Field(TOPIC_PLACEHOLDER, alias="topic.rename.format", min_length=1)
     # same: a record keeps its partition number (the target topic needs at least as many partitions);
     # key: the target producer's partitioner picks (murmur2 of the key, as a Java producer would).
     target_partition: Literal["same", "key"] = Field("same", alias="target.partition")
@@ -36,12 +36,6 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
     sync_group_offsets_enabled: bool = Field(False, alias="sync.group.offsets.enabled")
     groups: str = Field(".*", alias="groups")  # comma-separated regexes, as MM2
     groups_exclude: str = Field("console-consumer-.*, connect-.*, __.*", alias="groups.exclude")
-
-    @field_validator("topic_rename_format")
-    @classmethod
-    def _one_placeholder(cls, value: str) -> str:
-        check_template(value, "topic.rename.format")
-        return value
 
     @model_validator(mode="after")
     def _routing_is_one_to_one(self):

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from connectors.config.common import (
     ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys,
 )
-from connectors.config.routing import check_template, route
+from connectors.config.routing import TargetTemplate, route
 from connectors.pubsublite.clients import parse_location, topic_path
 
 
@@ -26,18 +26,12 @@ class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Erro
     pubsublite_project: str = Field(alias="pubsublite.project", min_length=1)
     pubsublite_location: str = Field(alias="pubsublite.location", min_length=1)
     # ${topic} routes each Kafka topic to its own Lite topic (e.g. kafka-${topic}); the reference has one.
-    pubsublite_topic: str = Field(alias="pubsublite.topic", min_length=1)
+    pubsublite_topic: TargetTemplate = Field(alias="pubsublite.topic", min_length=1)
     # DEFAULT: the library's routing (hash of the key, round robin without one);
     # KAFKA: a record keeps its Kafka partition number as its Lite partition.
     pubsublite_ordering_mode: Literal["DEFAULT", "KAFKA"] = Field("DEFAULT", alias="pubsublite.ordering.mode")
 
     _location = field_validator("pubsublite_location")(check_location)
-
-    @field_validator("pubsublite_topic")
-    @classmethod
-    def _one_placeholder(cls, value: str) -> str:
-        check_template(value, "pubsublite.topic")
-        return value
 
     def topic_path(self, kafka_topic: str = ""):
         """The Lite topic a record of `kafka_topic` goes to (the template itself when it is not routed)."""

@@ -202,3 +202,20 @@ def test_group_and_check_bounds_are_read_and_checked(tmp_path):
     assert bridge.group == "orders" and bridge.max_lag == 7 and bridge.checks.max_age_minutes == 10
     with pytest.raises(BridgeConfigError, match=r"key 'checks.max_lagg': unknown key \(did you mean 'checks.max_lag'\?\)"):
         load_bridges(write(tmp_path, SINK.rstrip() + "\n        checks: {max_lagg: 7}\n"))
+
+
+def test_a_target_template_names_only_the_topic_and_many_topics_need_it(tmp_path):
+    path = tmp_path / "routing.yaml"
+    path.write_text(textwrap.dedent("""\
+        bridges:
+          - name: x
+            connector: CloudPubSubSinkConnector
+            config: {topics: t, cps.project: p, cps.topic: "k-${topik}"}
+          - name: y
+            connector: KafkaSinkConnector
+            config: {topics.regex: "a.*", target.bootstrap.servers: "h:1", topic.rename.format: fixed}
+        """))
+    with pytest.raises(BridgeConfigError) as err:
+        load_bridges(path)
+    assert "bridge 'x': key 'cps.topic': the only placeholder is ${topic} (got 'k-${topik}')" in str(err.value)
+    assert "bridge 'y': several source topics need ${topic} in topic.rename.format" in str(err.value)
