@@ -77,12 +77,15 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
     settings = publish_settings(cfg, task.outage_timeout_s)
     # One publisher per Pub/Sub topic (several with ${topic} in cps.topic), all on the one channel.
     publishers: dict[str, RequestPublisher] = {}
+    by_kafka_topic: dict[str, RequestPublisher] = {}  # a dict hit per record, the path built once per topic
 
     def publisher_for(kafka_topic: str) -> RequestPublisher:
-        path = cfg.topic_path(kafka_topic)
-        if path not in publishers:
-            publishers[path] = RequestPublisher(channel, path, settings, acked, rejected)
-        return publishers[path]
+        if kafka_topic not in by_kafka_topic:
+            path = cfg.topic_path(kafka_topic)
+            if path not in publishers:
+                publishers[path] = RequestPublisher(channel, path, settings, acked, rejected)
+            by_kafka_topic[kafka_topic] = publishers[path]
+        return by_kafka_topic[kafka_topic]
 
     routed = is_routed(cfg.cps_topic)
     try:

@@ -81,14 +81,18 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
     settings = LitePublishSettings(retry_timeout_s=task.outage_timeout_s)
     # One publisher and router per Lite topic (several with ${topic} in pubsublite.topic), on the one channel.
     publishers: dict[str, tuple[LitePublisher, Callable[[object, int], int]]] = {}
+    by_kafka_topic: dict[str, tuple[LitePublisher, Callable[[object, int], int]]] = {}  # a dict hit per record
 
     def publisher_for(kafka_topic: str) -> tuple[LitePublisher, Callable[[object, int], int]]:
-        path = str(cfg.topic_path(kafka_topic))
-        if path not in publishers:
-            if path not in task.lite_partitions:  # a topic that matched the regex after the driver looked
-                raise BatchError(f"Pub/Sub Lite topic {path} was not looked up before the batch; the next batch will")
-            publishers[path] = (LitePublisher(channel, path, settings, acked), router(task.lite_partitions[path]))
-        return publishers[path]
+        if kafka_topic not in by_kafka_topic:
+            path = str(cfg.topic_path(kafka_topic))
+            if path not in publishers:
+                if path not in task.lite_partitions:  # a topic that matched the regex after the driver looked
+                    raise BatchError(f"Pub/Sub Lite topic {path} was not looked up before the batch; "
+                                     "the next batch will")
+                publishers[path] = (LitePublisher(channel, path, settings, acked), router(task.lite_partitions[path]))
+            by_kafka_topic[kafka_topic] = publishers[path]
+        return by_kafka_topic[kafka_topic]
 
     try:
         for batch in batches:
