@@ -11,6 +11,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -104,6 +105,25 @@ def pulsar_jars() -> Path:
         _copy_maven_dependencies("Apache Pulsar 4.0.7 (standalone)", STACK_FILES / "maven" / "pulsar-standalone.pom.xml",
                                  target)
     return target
+
+
+def schema_registry_app() -> Path:
+    """Apicurio Registry's runner jar (a Confluent-API Schema Registry; the archive is about 140 MB)."""
+    target = cache_dir() / "apicurio-registry"
+    runner = target / "apicurio-registry-app-2.6.13.Final-runner.jar"
+    if not runner.exists():
+        archives = cache_dir() / "apicurio-registry-archive"
+        _copy_maven_dependencies("Apicurio Registry 2.6.13 (Schema Registry)",
+                                 STACK_FILES / "maven" / "apicurio-registry.pom.xml", archives, transitive=False)
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        for archive in archives.glob("*.tar.gz"):
+            with tarfile.open(archive) as tar:
+                tar.extractall(partial, filter="data")
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+        shutil.rmtree(archives)
+    return runner
 
 
 def spark_kafka_jars() -> list[str]:

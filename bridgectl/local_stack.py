@@ -32,17 +32,20 @@ from bridgectl.processes import process_start_ticks
 DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 19094, "kafka_target_controller": 19095,
                  "pubsub": 18085, "pubsublite": 18086, "s3": 15000, "pulsar": 16650, "pulsar_web": 18090,
                  "pulsar_bookie": 13181, "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080,
-                 "spark_cluster": 15003, "spark_cluster_tls": 15443}
+                 "spark_cluster": 15003, "spark_cluster_tls": 15443, "schema_registry": 18081}
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
 # kafka_target: a second Kafka cluster, what a Kafka -> Kafka bridge replicates to.
 # pulsar: an Apache Pulsar standalone (broker, embedded bookie), a target of replication.
-SERVICES = ("kafka", "kafka_target", "pubsub", "pubsublite", "s3", "pulsar", "spark")
+# schema_registry: Apicurio Registry serving Confluent's Schema Registry API (in-memory: schemas go with it).
+SERVICES = ("kafka", "kafka_target", "pubsub", "pubsublite", "s3", "pulsar", "schema_registry", "spark")
 # Each Kafka cluster: its data folder under the stack's home.
 KAFKA_DATA = {"kafka": "kafka-data", "kafka_target": "kafka-target-data"}
 # The cluster: a master, two workers, a Spark Connect server on it (plaintext, loopback only, token
 # required) and the TLS front users reach it through.
 CLUSTER_SERVICES = ("spark_master", "spark_worker_1", "spark_worker_2", "spark_cluster", "spark_cluster_tls")
 READY_TIMEOUT_S = 120
+# Where Apicurio serves Confluent's API; clients take this whole URL as `schema.registry.url`.
+SCHEMA_REGISTRY_PATH = "/apis/ccompat/v7"
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class LocalStack:
             "KAFKA_TARGET_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka_target']}",
             "PULSAR_SERVICE_URL": f"pulsar://127.0.0.1:{ports['pulsar']}",
             "PULSAR_ADMIN_URL": f"http://127.0.0.1:{ports['pulsar_web']}",
+            "SCHEMA_REGISTRY_URL": self.schema_registry_url(),
             "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{ports['pubsub']}",
             "PUBSUBLITE_API_ENDPOINT": f"127.0.0.1:{ports['pubsublite']}",
             # The Lite client always dials TLS; gRPC then trusts the local server's own certificate.
@@ -163,6 +167,9 @@ class LocalStack:
                 "BRIDGE_SPARK_REMOTE": f"sc://127.0.0.1:{ports['spark_cluster_tls']}/;use_ssl=true",
                 "BRIDGE_SPARK_REMOTE_TOKEN": self.cluster_token(),
                 "BRIDGE_SPARK_CLUSTER_MASTER": self.master_url()}
+
+    def schema_registry_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports()['schema_registry']}{SCHEMA_REGISTRY_PATH}"
 
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.ports()['spark_master']}"
@@ -189,12 +196,14 @@ class LocalStack:
     def up(self, log: Callable[[str], None] = print, only: tuple[str, ...] = SERVICES) -> None:
         starters = {"kafka": lambda: self._start_kafka("kafka"),
                     "kafka_target": lambda: self._start_kafka("kafka_target"), "pubsub": self._start_pubsub,
-                    "pubsublite": self._start_pubsublite, "pulsar": self._start_pulsar, "s3": self._start_s3, "spark": self._start_spark,
+                    "pubsublite": self._start_pubsublite, "pulsar": self._start_pulsar, "s3": self._start_s3,
+                    "schema_registry": self._start_schema_registry, "spark": self._start_spark,
                     "spark_master": self._start_spark_master, "spark_worker_1": lambda: self._start_spark_worker(1),
                     "spark_worker_2": lambda: self._start_spark_worker(2),
                     "spark_cluster": self._start_spark_cluster, "spark_cluster_tls": self._start_spark_cluster_tls}
         checks = {"kafka": lambda: self._kafka_ready("kafka"), "kafka_target": lambda: self._kafka_ready("kafka_target"),
                   "pubsub": self._pubsub_ready, "pulsar": self._pulsar_ready,
+                  "schema_registry": self._schema_registry_ready,
                   "pubsublite": self._pubsublite_ready, "s3": self._s3_ready, "spark": self._spark_ready,
                   "spark_master": lambda: self._port_ready("spark_master"),
                   "spark_worker_1": lambda: self._workers_alive() >= 1,
@@ -328,6 +337,14 @@ class LocalStack:
             "--metadata-dir", str(home / "metadata"), "--bookkeeper-port", str(ports["pulsar_bookie"]),
         ])
 
+    def _start_schema_registry(self) -> subprocess.Popen:
+        java = fetch.require_tool("java", "OpenJDK 17, to run the Schema Registry")
+        runner = fetch.schema_registry_app()
+        return self._spawn("schema_registry", [java, "-Xms64m", "-Xmx384m", "-jar", str(runner)], env={
+            "QUARKUS_HTTP_HOST": "127.0.0.1", "QUARKUS_HTTP_PORT": str(self.ports()["schema_registry"]),
+            "QUARKUS_LOG_LEVEL": "WARN",
+        })
+
     def _start_pubsub(self) -> subprocess.Popen:
         binary = fetch.pstest_binary()
         return self._spawn("pubsub", [str(binary), "-port", str(self.ports()["pubsub"])])
@@ -421,6 +438,13 @@ class LocalStack:
             url = f"http://127.0.0.1:{self.ports()['pulsar_web']}/admin/v2/namespaces/public"
             with urllib.request.urlopen(url, timeout=2) as response:
                 return "public/default" in response.read().decode()
+        except OSError:
+            return False
+
+    def _schema_registry_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.schema_registry_url() + "/subjects", timeout=2) as response:
+                return response.status == 200
         except OSError:
             return False
 
