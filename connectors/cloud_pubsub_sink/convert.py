@@ -15,7 +15,7 @@ from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.kafka.record import KafkaRecord, RecordError
 from connectors.kafka_connect.bytes_text import BASE64, bytes_to_text
 from connectors.kafka_connect.converters import ConversionError
-from connectors.kafka_connect.data import Schema, Struct
+from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_string
 
 MAX_ATTRIBUTES = 100
@@ -46,6 +46,8 @@ def encode_data(schema: Schema | None, value: Any) -> bytes:
         if isinstance(value, (bytes, bytearray)):
             return bytes(value)
         return java_string(value).encode("utf-8")
+    if is_logical(schema):
+        value = to_physical(schema, value)  # the bytes Connect's own form of the value has
     t = schema.type
     if t in _PACK:
         try:

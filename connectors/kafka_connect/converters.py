@@ -12,7 +12,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
+from decimal import Decimal
+
+from connectors.kafka_connect.data import (
+    DECIMAL, OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct, from_physical, is_logical, to_physical,
+)
 
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
@@ -118,21 +122,24 @@ def schema_from_json(doc: Any) -> Schema:
         raise ConversionError(f"JsonConverter: unknown schema type {doc['type']!r}")
     optional = bool(doc.get("optional", False))
     name = doc.get("name")
+    parameters = tuple((str(k), str(v)) for k, v in (doc.get("parameters") or {}).items())
     if type_name == "STRUCT":
         fields = tuple(Field(f["field"], schema_from_json(f)) for f in doc.get("fields", []))
-        return Schema("STRUCT", optional, name, fields=fields)
+        return Schema("STRUCT", optional, name, fields=fields, parameters=parameters)
     if type_name == "ARRAY":
-        return Schema("ARRAY", optional, name, value_schema=schema_from_json(doc["items"]))
+        return Schema("ARRAY", optional, name, value_schema=schema_from_json(doc["items"]), parameters=parameters)
     if type_name == "MAP":
         return Schema("MAP", optional, name, key_schema=schema_from_json(doc["keys"]),
-                      value_schema=schema_from_json(doc["values"]))
-    return Schema(type_name, optional, name)
+                      value_schema=schema_from_json(doc["values"]), parameters=parameters)
+    return Schema(type_name, optional, name, parameters=parameters)
 
 
 def schema_to_json(schema: Schema) -> dict[str, Any]:
     doc: dict[str, Any] = {"type": _CONNECT_TO_JSON_TYPE[schema.type], "optional": schema.optional}
     if schema.name:
         doc["name"] = schema.name
+    if schema.parameters:
+        doc["parameters"] = dict(schema.parameters)
     if schema.type == "STRUCT":
         doc["fields"] = [{**schema_to_json(f.schema), "field": f.name} for f in schema.fields]
     elif schema.type == "ARRAY":
@@ -146,6 +153,14 @@ def schema_to_json(schema: Schema) -> dict[str, Any]:
 def value_from_json(schema: Schema, payload: Any) -> Any:
     if payload is None:
         return None
+    if is_logical(schema):
+        if schema.name == DECIMAL and isinstance(payload, (int, float)) and not isinstance(payload, bool):
+            return Decimal(str(payload))  # decimal.format=NUMERIC writes the number itself
+        return from_physical(schema, _primitive_from_json(schema, payload))
+    return _primitive_from_json(schema, payload)
+
+
+def _primitive_from_json(schema: Schema, payload: Any) -> Any:
     t = schema.type
     try:
         if t in ("INT8", "INT16", "INT32", "INT64"):
@@ -184,6 +199,8 @@ def value_from_json(schema: Schema, payload: Any) -> Any:
 def value_to_json(schema: Schema | None, value: Any) -> Any:
     if value is None:
         return None
+    if is_logical(schema):
+        value = to_physical(schema, value)
     if isinstance(value, Struct):
         return {f.name: value_to_json(f.schema, value.get(f.name)) for f in value.schema.fields}
     if isinstance(value, (bytes, bytearray)):

@@ -6,7 +6,9 @@ converter produced a schemaless value (plain str, bytes, int, float, bool, dict,
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 PRIMITIVE_TYPES = ("INT8", "INT16", "INT32", "INT64", "FLOAT32", "FLOAT64", "BOOLEAN", "STRING", "BYTES")
@@ -21,6 +23,8 @@ class Schema:
     fields: tuple["Field", ...] = ()
     key_schema: "Schema | None" = None
     value_schema: "Schema | None" = None
+    # Connect's schema parameters, as (key, value) pairs: a Decimal's "scale", say.
+    parameters: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.type not in ALL_TYPES:
@@ -28,6 +32,9 @@ class Schema:
 
     def field(self, name: str) -> "Field | None":
         return next((f for f in self.fields if f.name == name), None)
+
+    def parameter(self, key: str) -> str | None:
+        return dict(self.parameters).get(key)
 
 
 @dataclass(frozen=True)
@@ -50,3 +57,52 @@ class Struct:
 OPTIONAL_STRING = Schema("STRING", optional=True)
 OPTIONAL_BYTES = Schema("BYTES", optional=True)
 BYTES = Schema("BYTES")
+
+
+# Connect's logical types: a name on a primitive schema. Values are Python's own types for them
+# (Decimal, date, time, aware UTC datetime), as Connect hands Java's BigDecimal and java.util.Date.
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+DATE = "org.apache.kafka.connect.data.Date"
+TIME = "org.apache.kafka.connect.data.Time"
+TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
+LOGICAL_TYPES = {DECIMAL: "BYTES", DATE: "INT32", TIME: "INT32", TIMESTAMP: "INT64"}
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH_DAY = dt.date(1970, 1, 1)
+
+
+def decimal_schema(scale: int, optional: bool = False) -> Schema:
+    return Schema("BYTES", optional, DECIMAL, parameters=(("scale", str(scale)),))
+
+
+def is_logical(schema: Schema | None) -> bool:
+    return schema is not None and schema.name in LOGICAL_TYPES
+
+
+def to_physical(schema: Schema, value: Any) -> Any:
+    """A logical value as its schema's primitive (Connect's fromLogical): the bytes of the unscaled
+    Decimal, days or milliseconds since the epoch."""
+    if value is None or schema.name not in LOGICAL_TYPES:
+        return value
+    if schema.name == DECIMAL:
+        scale = int(schema.parameter("scale") or 0)
+        unscaled = int(value.scaleb(scale))
+        return unscaled.to_bytes(max(1, (unscaled.bit_length() + 8) // 8), "big", signed=True)
+    if schema.name == DATE:
+        return (value - _EPOCH_DAY).days
+    if schema.name == TIME:
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000
+    return (value - _EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def from_physical(schema: Schema, value: Any) -> Any:
+    """A primitive as its schema's logical value (Connect's toLogical)."""
+    if value is None or schema.name not in LOGICAL_TYPES:
+        return value
+    if schema.name == DECIMAL:
+        scale = int(schema.parameter("scale") or 0)
+        return Decimal(int.from_bytes(bytes(value), "big", signed=True)).scaleb(-scale)
+    if schema.name == DATE:
+        return _EPOCH_DAY + dt.timedelta(days=int(value))
+    if schema.name == TIME:
+        return (dt.datetime.min + dt.timedelta(milliseconds=int(value))).time()
+    return _EPOCH + dt.timedelta(milliseconds=int(value))

@@ -7,8 +7,10 @@ Written by hand because no Python library mimics Java's formatting.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import struct as _struct
+from decimal import Decimal
 from typing import Any
 
 from connectors.kafka_connect.bytes_text import bytes_to_text
@@ -61,6 +63,10 @@ def java_string(value: Any, schema: Schema | None = None) -> str:
         return str(value)
     if isinstance(value, str):
         return value
+    if isinstance(value, Decimal):
+        return str(value)  # Python's Decimal and Java's BigDecimal share the to-scientific-string rules
+    if isinstance(value, (dt.date, dt.time)):
+        return java_date_string(value)
     if isinstance(value, (bytes, bytearray)):
         # Java prints a byte[] as an object id; the caller picks a real encoding for bytes instead.
         raise TypeError("bytes have no faithful Java string form; encode them explicitly")
@@ -81,6 +87,15 @@ def java_string(value: Any, schema: Schema | None = None) -> str:
         element_schema = schema.value_schema if schema else None
         return "[" + ", ".join(_nested(v, element_schema) for v in value) + "]"
     return str(value)
+
+
+def java_date_string(value: dt.date | dt.time | dt.datetime) -> str:
+    """java.util.Date.toString() on a JVM in UTC, which is how Connect hands Date, Time and Timestamp values."""
+    if isinstance(value, dt.time):
+        value = dt.datetime.combine(dt.date(1970, 1, 1), value)
+    elif not isinstance(value, dt.datetime):
+        value = dt.datetime.combine(value, dt.time())
+    return value.strftime("%a %b %d %H:%M:%S UTC %Y")  # C locale names, as Java's default English ones
 
 
 def _nested(value: Any, schema: Schema | None) -> str:

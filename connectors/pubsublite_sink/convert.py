@@ -20,7 +20,7 @@ from google.protobuf import struct_pb2
 
 from connectors.kafka.record import KafkaRecord, RecordError
 from connectors.kafka_connect.converters import ConversionError
-from connectors.kafka_connect.data import Schema, Struct
+from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_double_to_string
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 
@@ -66,6 +66,8 @@ def _type_of(schema: Schema | None, value: Any) -> str:
 def encode_to_bytes(schema: Schema | None, value: Any) -> bytes:
     if value is None:
         return b""
+    if is_logical(schema):
+        value = to_physical(schema, value)  # a logical value is encoded as Connect's own form of it
     kind = _type_of(schema, value)
     if kind in _INTEGER:
         return str(int(value)).encode()
@@ -102,6 +104,8 @@ def to_protobuf_value(schema: Schema | None, value: Any) -> struct_pb2.Value:
     if value is None:
         out.null_value = struct_pb2.NULL_VALUE
         return out
+    if is_logical(schema):
+        value = to_physical(schema, value)
     kind = _type_of(schema, value)
     if kind in _INTEGER or kind in _FLOAT:
         out.number_value = _as_float64(kind, value)

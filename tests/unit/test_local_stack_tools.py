@@ -5,7 +5,7 @@ import time
 import pytest
 
 from bridgectl import fetch
-from bridgectl.local_stack import LocalStack
+from bridgectl.local_stack import SERVICES, LocalStack
 from bridgectl.processes import process_start_ticks
 
 
@@ -24,7 +24,7 @@ def test_ports_are_chosen_once_and_kept_and_an_override_always_wins(tmp_path, mo
     monkeypatch.delenv("BRIDGE_KAFKA_PORT")
     assert LocalStack(home=tmp_path).ports()["kafka"] == 29092  # and is kept
     assert stack.env()["KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:29092"
-    assert [s.running for s in stack.status()] == [False] * 7
+    assert [s.running for s in stack.status()] == [False] * len(SERVICES)
 
 
 def test_an_override_that_cannot_win_yet_says_what_to_do(tmp_path, monkeypatch):
