@@ -92,8 +92,8 @@ class CloudPubSubSourceConverter:
         key = self.key_text(message)
         schema, value, headers = self.value(message)
         try:
-            key_bytes = self.key_converter.from_connect(OPTIONAL_STRING, key)
-            value_bytes = self.value_converter.from_connect(schema, value)
+            key_bytes = self.key_converter.from_connect(OPTIONAL_STRING, key, self.config.kafka_topic)
+            value_bytes = self.value_converter.from_connect(schema, value, self.config.kafka_topic)
         except ConversionError as exc:
             hint = ""
             if schema.type == "STRUCT":

@@ -8,7 +8,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from connectors.kafka_connect.converters import BYTE_ARRAY_CONVERTER, KNOWN_CONVERTERS, converter_for
+from connectors.kafka_connect.converters import (
+    BYTE_ARRAY_CONVERTER, KNOWN_CONVERTERS, REGISTRY_CONVERTERS, converter_for,
+)
+from connectors.kafka_connect.registry.settings import KeyRegistryKeys, ValueRegistryKeys, registry_settings
 
 # Kafka Connect framework keys that a connector .properties file may carry and that change nothing
 # here (one Spark task per partition replaces tasks.max; there is no per-record retry loop to tune).
@@ -44,23 +47,45 @@ ConverterClass = Literal[
     "org.apache.kafka.connect.storage.StringConverter",
     "org.apache.kafka.connect.converters.ByteArrayConverter",
     "org.apache.kafka.connect.json.JsonConverter",
+    "io.confluent.connect.avro.AvroConverter",
+    "io.confluent.connect.protobuf.ProtobufConverter",
+    "io.confluent.connect.json.JsonSchemaConverter",
 ]
 assert set(ConverterClass.__args__) == set(KNOWN_CONVERTERS)
 
 
-class ConverterKeys(BaseModel):
-    """Kafka Connect's converter keys. Without a worker config to inherit from, bytes pass through."""
+class ConverterKeys(KeyRegistryKeys, ValueRegistryKeys):
+    """Kafka Connect's converter keys, with Confluent's registry keys under each prefix. Without a worker
+    config to inherit from, bytes pass through."""
 
     key_converter: ConverterClass = Field(BYTE_ARRAY_CONVERTER, alias="key.converter")
     value_converter: ConverterClass = Field(BYTE_ARRAY_CONVERTER, alias="value.converter")
     key_converter_schemas_enable: bool = Field(True, alias="key.converter.schemas.enable")
     value_converter_schemas_enable: bool = Field(True, alias="value.converter.schemas.enable")
 
+    @model_validator(mode="after")
+    def _registry_converters_name_a_registry(self):
+        for role in ("key", "value"):
+            uses_registry = getattr(self, f"{role}_converter") in REGISTRY_CONVERTERS
+            settings = registry_settings(self, role)
+            if uses_registry and settings is None:
+                raise ValueError(f"{role}.converter={getattr(self, f'{role}_converter')} needs "
+                                 f"{role}.converter.schema.registry.url")
+            if settings and settings.credentials_source == "USER_INFO" and settings.user_info is None:
+                raise ValueError(f"{role}.converter.basic.auth.credentials.source=USER_INFO needs "
+                                 f"{role}.converter.basic.auth.user.info")
+            for url in (settings.urls if settings else ()):
+                if not url.startswith(("http://", "https://")):
+                    raise ValueError(f"{role}.converter.schema.registry.url: {url.split('@')[-1]!r} is not an "
+                                     f"http:// or https:// URL")
+        return self
+
     def key_converter_instance(self):
-        return converter_for(self.key_converter, self.key_converter_schemas_enable)
+        return converter_for(self.key_converter, self.key_converter_schemas_enable, registry_settings(self, "key"))
 
     def value_converter_instance(self):
-        return converter_for(self.value_converter, self.value_converter_schemas_enable)
+        return converter_for(self.value_converter, self.value_converter_schemas_enable,
+                             registry_settings(self, "value"))
 
 
 class ErrorHandlingKeys(BaseModel):

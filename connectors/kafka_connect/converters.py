@@ -21,7 +21,12 @@ from connectors.kafka_connect.data import (
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
-KNOWN_CONVERTERS = (STRING_CONVERTER, BYTE_ARRAY_CONVERTER, JSON_CONVERTER)
+# Confluent's Schema Registry converters (connectors.kafka_connect.registry).
+AVRO_CONVERTER = "io.confluent.connect.avro.AvroConverter"
+PROTOBUF_CONVERTER = "io.confluent.connect.protobuf.ProtobufConverter"
+JSON_SCHEMA_CONVERTER = "io.confluent.connect.json.JsonSchemaConverter"
+REGISTRY_CONVERTERS = (AVRO_CONVERTER, PROTOBUF_CONVERTER, JSON_SCHEMA_CONVERTER)
+KNOWN_CONVERTERS = (STRING_CONVERTER, BYTE_ARRAY_CONVERTER, JSON_CONVERTER, *REGISTRY_CONVERTERS)
 
 
 class ConversionError(ValueError):
@@ -31,7 +36,8 @@ class ConversionError(ValueError):
 class Converter(Protocol):
     def to_connect(self, data: bytes | None) -> tuple[Schema | None, Any]: ...
 
-    def from_connect(self, schema: Schema | None, value: Any) -> bytes | None: ...
+    # topic: the Kafka topic the bytes go to (a registry converter's subject is named after it).
+    def from_connect(self, schema: Schema | None, value: Any, topic: str = "") -> bytes | None: ...
 
 
 class StringConverter:
@@ -43,7 +49,7 @@ class StringConverter:
         except UnicodeDecodeError as exc:
             raise ConversionError(f"StringConverter: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
 
-    def from_connect(self, schema: Schema | None, value: Any) -> bytes | None:
+    def from_connect(self, schema: Schema | None, value: Any, topic: str = "") -> bytes | None:
         if value is None:
             return None
         if isinstance(value, (bytes, bytearray)):
@@ -57,7 +63,7 @@ class ByteArrayConverter:
     def to_connect(self, data: bytes | None) -> tuple[Schema | None, Any]:
         return OPTIONAL_BYTES, data
 
-    def from_connect(self, schema: Schema | None, value: Any) -> bytes | None:
+    def from_connect(self, schema: Schema | None, value: Any, topic: str = "") -> bytes | None:
         if value is None or isinstance(value, (bytes, bytearray)):
             return None if value is None else bytes(value)
         raise ConversionError(f"ByteArrayConverter takes bytes, got {type(value).__name__}")
@@ -86,7 +92,7 @@ class JsonConverter:
         schema = schema_from_json(doc["schema"])
         return schema, value_from_json(schema, doc["payload"])
 
-    def from_connect(self, schema: Schema | None, value: Any) -> bytes | None:
+    def from_connect(self, schema: Schema | None, value: Any, topic: str = "") -> bytes | None:
         payload = value_to_json(schema, value)
         if self.schemas_enable:
             doc = {"schema": schema_to_json(schema) if schema else None, "payload": payload}
@@ -95,7 +101,14 @@ class JsonConverter:
         return json.dumps(doc, separators=(",", ":")).encode("utf-8")
 
 
-def converter_for(class_name: str, schemas_enable: bool = True) -> Converter:
+def converter_for(class_name: str, schemas_enable: bool = True, registry=None) -> Converter:
+    """`registry`: the RegistrySettings a Schema Registry converter needs (None for the others)."""
+    if class_name in REGISTRY_CONVERTERS:
+        from connectors.kafka_connect.registry.converters import registry_converter
+
+        if registry is None:
+            raise ValueError(f"{class_name} needs schema.registry.url")
+        return registry_converter(class_name, registry)
     if class_name == STRING_CONVERTER:
         return StringConverter()
     if class_name == BYTE_ARRAY_CONVERTER:

@@ -26,6 +26,7 @@ class PubSubLiteSourceConverter:
     def __init__(self, config, kafka_partition_count: int, round_robin_start: int = 0):
         self.key_converter = config.key_converter_instance()
         self.value_converter = config.value_converter_instance()
+        self.kafka_topic = config.kafka_topic
         self.kafka_partition_count = kafka_partition_count
         self._next = round_robin_start
 
@@ -41,8 +42,8 @@ class PubSubLiteSourceConverter:
         headers = [(name, bytes(value)) for name in sorted(message.attributes)
                    for value in message.attributes[name].values]
         return LiteRecord(
-            key=self.key_converter.from_connect(OPTIONAL_BYTES, key),
+            key=self.key_converter.from_connect(OPTIONAL_BYTES, key, self.kafka_topic),
             # As the reference: the key is optional BYTES, the value required BYTES (a JsonConverter envelope shows it).
-            value=self.value_converter.from_connect(BYTES, bytes(message.data)),
+            value=self.value_converter.from_connect(BYTES, bytes(message.data), self.kafka_topic),
             timestamp_ms=stamp.ToMilliseconds(), partition=partition, headers=headers,
         )

@@ -17,6 +17,7 @@ from confluent_kafka import KafkaException
 
 from connectors.arrow_rows import rows_batch
 from connectors.errors import BatchError
+from connectors.kafka_connect.converters import ConversionError
 from connectors.kafka.connection import refused_for_good
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
@@ -98,7 +99,10 @@ async def _move_range(task: LiteSourceTask, client, writer: _KafkaWriter, lite_p
     async for batch in read_partition(client, str(cfg.subscription_path()), lite_partition, start, end,
                                       cfg.partition_flow_control_messages, cfg.partition_flow_control_bytes, stats):
         for sequenced in batch:
-            record = converter.convert(sequenced)
+            try:
+                record = converter.convert(sequenced)
+            except ConversionError as exc:  # the run fails, naming the message; its cursor is not recorded
+                raise BatchError(f"Lite partition {lite_partition} offset {sequenced.cursor.offset}: {exc}") from None
             if writer.write(record, f"Lite partition {lite_partition} offset {sequenced.cursor.offset}"):
                 written_bytes += len(record.value or b"") + len(record.key or b"")
         messages += len(batch)
