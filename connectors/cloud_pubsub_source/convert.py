@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from connectors.cloud_pubsub_source.config import ORDERING_KEY, CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.partitioning import Partitioner
 from connectors.errors import BatchError
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, StringConverter
 from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
 
 MESSAGE_FIELD = "message"
@@ -96,7 +96,7 @@ class CloudPubSubSourceConverter:
             value_bytes = self.value_converter.from_connect(schema, value, self.config.kafka_topic)
         except ConversionError as exc:
             hint = ""
-            if schema.type == "STRUCT":
+            if schema.type == "STRUCT" and isinstance(self.value_converter, (StringConverter, ByteArrayConverter)):
                 hint = " (messages with attributes become structs: use JsonConverter, or kafka.record.headers=true)"
             raise MessageError(f"{exc}{hint}") from exc
         partition = self.partitioner.partition(key, message.data, message.ordering_key)

@@ -132,8 +132,11 @@ def to_connect_value(schema: Schema, value: Any) -> Any:
 
 
 # --- Connect -> JSON Schema (the sources) ------------------------------------------------------------
+DRAFT = "http://json-schema.org/draft-07/schema#"
+
+
 def from_connect_schema(schema: Schema) -> JsonSchema:
-    doc = _to_json_schema(schema)
+    doc = {"$schema": DRAFT, **_to_json_schema(schema)}  # a registry tells JSON Schema by its $schema
     return JsonSchema(schema, schema.name if schema.type == "STRUCT" else None,
                       json.dumps(doc, separators=(",", ":")))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, create_model
@@ -22,8 +22,8 @@ CredentialsSource = Literal["URL", "USER_INFO"]
 class RegistrySettings:
     """What one registry converter (of a key or of a value) is configured with."""
 
-    urls: tuple[str, ...]
-    is_key: bool
+    urls: tuple[str, ...] = field(repr=False)  # a URL may carry user:password@
+    is_key: bool = False
     credentials_source: str = "URL"
     user_info: SecretStr | None = None
     auto_register_schemas: bool = True
