@@ -27,14 +27,14 @@ _SHORT_ENOUGH = 256  # characters: at most 1,024 UTF-8 bytes, under every attrib
 
 
 class ColumnarConverter:
-    def __init__(self, config: CloudPubSubSinkConfig):
+    def __init__(self, config: CloudPubSubSinkConfig, topic_schemas=None):
         self.config = config
-        self.record_converter = CloudPubSubSinkConverter(config)
+        self.record_converter = CloudPubSubSinkConverter(config, topic_schemas)
         self.kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         """(row, outcome) for every row of a batch of Spark's Kafka rows, in order."""
-        if self.kinds.columnar:
+        if self.kinds.columnar and self.config.message_format == "attributes":
             yield from self._convert_columns(batch)
         else:
             yield from convert_each_record(batch, self.record_converter.convert)

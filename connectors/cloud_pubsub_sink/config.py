@@ -35,6 +35,9 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
     headers_publish: bool = Field(False, alias="headers.publish")
     ordering_key_source: Literal["none", "key", "partition"] = Field("none", alias="orderingKeySource")
     message_body_name: str = Field("cps_message_body", alias="messageBodyName", min_length=1)
+    # Beyond the reference: "json" publishes the whole value as JSON text (JsonConverter's payload form)
+    # instead of struct fields as attributes; "topic-schema" encodes it by the Pub/Sub topic's own schema.
+    message_format: Literal["attributes", "json", "topic-schema"] = Field("attributes", alias="messageFormat")
     enable_compression: bool = Field(False, alias="enableCompression")
     compression_bytes_threshold: int = Field(240, alias="compressionBytesThreshold", ge=0)
 

@@ -7,6 +7,7 @@ ordering-key limits checked before publishing, so a bad record is reported, not 
 
 from __future__ import annotations
 
+import json
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.kafka.record import KafkaRecord, RecordError
 from connectors.kafka_connect.bytes_text import BASE64, bytes_to_text
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.converters import ConversionError, value_to_json
 from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_string
 
@@ -118,10 +119,14 @@ def _attribute_problem(key: str, text: str) -> str | None:
 class CloudPubSubSinkConverter:
     """Turns raw Kafka records into Pub/Sub messages with the bridge's converters and keys."""
 
-    def __init__(self, config: CloudPubSubSinkConfig):
+    def __init__(self, config: CloudPubSubSinkConfig, topic_schemas=None):
+        """`topic_schemas`: a TopicSchemas, for messageFormat=topic-schema."""
         self.config = config
         self.key_converter = config.key_converter_instance()
         self.value_converter = config.value_converter_instance()
+        self.topic_schemas = topic_schemas
+        if config.message_format == "topic-schema" and topic_schemas is None:
+            raise ValueError("messageFormat=topic-schema needs the topics' schemas")
 
     def convert(self, record: KafkaRecord) -> OutgoingMessage | None:
         """The message for a record, or None when it has no data and no attributes (skipped)."""
@@ -145,7 +150,13 @@ class CloudPubSubSinkConverter:
                 attrs.put_text("kafka.timestamp", str(record.timestamp_ms))
 
         data = b""
-        if value_schema is not None and value_schema.type == "STRUCT" and value is not None:
+        if cfg.message_format == "json":
+            if value is not None:
+                data = json.dumps(value_to_json(value_schema, value), separators=(",", ":")).encode("utf-8")
+        elif cfg.message_format == "topic-schema":
+            if value is not None:
+                data = self.topic_schemas.encode(cfg.topic_path(record.topic), value_schema, value)
+        elif value_schema is not None and value_schema.type == "STRUCT" and value is not None:
             data = self._struct_to_attributes(value, attrs)
         elif value_schema is not None and value_schema.type == "MAP" and value is not None:
             data = self._map_to_attributes(value_schema, value, attrs)

@@ -238,23 +238,24 @@ def _unique(base: str, names: list[str]) -> str:
 def encode(schema: AvroSchema, value: Any) -> bytes:
     out = io.BytesIO()
     try:
-        schemaless_writer(out, schema.parsed, _to_avro_value(schema.connect, value))
+        schemaless_writer(out, schema.parsed, to_avro_value(schema.connect, value))
     except Exception as exc:
         raise ConversionError(f"the value does not fit its Avro schema: {type(exc).__name__}: {exc}") from exc
     return out.getvalue()
 
 
-def _to_avro_value(schema: Schema, value: Any) -> Any:
+def to_avro_value(schema: Schema, value: Any) -> Any:
+    """A Connect value as fastavro takes it (STRUCT a dict, MAP with other keys a list of entries)."""
     if value is None:
         return None
     t = schema.type
     if t == "STRUCT":
-        return {f.name: _to_avro_value(f.schema, value.get(f.name)) for f in schema.fields}
+        return {f.name: to_avro_value(f.schema, value.get(f.name)) for f in schema.fields}
     if t == "ARRAY":
-        return [_to_avro_value(schema.value_schema, v) for v in value]
+        return [to_avro_value(schema.value_schema, v) for v in value]
     if t == "MAP":
         if schema.key_schema.type == "STRING" and not schema.key_schema.optional:
-            return {k: _to_avro_value(schema.value_schema, v) for k, v in value.items()}
-        return [{"key": _to_avro_value(schema.key_schema, k), "value": _to_avro_value(schema.value_schema, v)}
+            return {k: to_avro_value(schema.value_schema, v) for k, v in value.items()}
+        return [{"key": to_avro_value(schema.key_schema, k), "value": to_avro_value(schema.value_schema, v)}
                 for k, v in value.items()]
     return bytes(value) if isinstance(value, bytearray) else value

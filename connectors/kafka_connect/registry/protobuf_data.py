@@ -83,7 +83,7 @@ def parse(schema_str: str, name: str, references: list[tuple[str, str]], pool=No
 def _add_file(pool, name: str, text: str, references: list[tuple[str, str]]) -> str:
     proto = _serialized_form(text)
     if proto is None:
-        proto = _compile_text(name, text, references)
+        proto = compile_proto_text(name, text, references)
     proto.name = name
     try:
         pool.FindFileByName(name)
@@ -106,7 +106,8 @@ def _serialized_form(text: str) -> descriptor_pb2.FileDescriptorProto | None:
     return proto if proto.message_type or proto.enum_type else None
 
 
-def _compile_text(name: str, text: str, references: list[tuple[str, str]]) -> descriptor_pb2.FileDescriptorProto:
+def compile_proto_text(name: str, text: str,
+                       references: list[tuple[str, str]]) -> descriptor_pb2.FileDescriptorProto:
     """protoc (grpcio-tools) on .proto text: no pure-Python parser of the language is kept up as well."""
     import grpc_tools
     from grpc_tools import protoc
@@ -289,11 +290,12 @@ def encode(writer: ProtobufWriter, value: Any) -> bytes:
     if writer.wrapped:
         _set(message, WRAPPED_FIELD, writer.connect, value)
     else:
-        _fill(message, writer.connect, value)
+        fill(message, writer.connect, value)
     return message.SerializeToString()
 
 
-def _fill(message: Message, schema: Schema, value: Struct) -> None:
+def fill(message: Message, schema: Schema, value: Struct) -> None:
+    """Set a message's fields from a Connect STRUCT, field by field name."""
     for f in schema.fields:
         _set(message, f.name, f.schema, value.get(f.name))
 
@@ -305,7 +307,7 @@ def _set(message: Message, name: str, schema: Schema, value: Any) -> None:
         target = getattr(message, name)
         for item in value:
             if schema.value_schema.type == "STRUCT":
-                _fill(target.add(), schema.value_schema, item)
+                fill(target.add(), schema.value_schema, item)
             else:
                 target.append(_scalar(schema.value_schema, item))
         return
@@ -313,7 +315,7 @@ def _set(message: Message, name: str, schema: Schema, value: Any) -> None:
         target = getattr(message, name)
         for k, v in value.items():
             if schema.value_schema.type == "STRUCT":
-                _fill(target[k], schema.value_schema, v)
+                fill(target[k], schema.value_schema, v)
             else:
                 target[k] = _scalar(schema.value_schema, v)
         return
@@ -327,7 +329,7 @@ def _set(message: Message, name: str, schema: Schema, value: Any) -> None:
         target.hours, target.minutes, target.seconds = value.hour, value.minute, value.second
         target.nanos = value.microsecond * 1000
     elif schema.type == "STRUCT":
-        _fill(getattr(message, name), schema, value)
+        fill(getattr(message, name), schema, value)
     else:
         setattr(message, name, _scalar(schema, value))
 
