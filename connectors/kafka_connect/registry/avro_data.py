@@ -28,6 +28,7 @@ _PRIMITIVES = {"boolean": "BOOLEAN", "int": "INT32", "long": "INT64", "float": "
                "bytes": "BYTES", "string": "STRING"}
 _CONNECT_TYPE_HINTS = {"int8": "INT8", "int16": "INT16"}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_BUILDING = Schema("STRUCT", name="(a record whose fields are being read)")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ def to_connect_schema(avro: Any, named: dict[str, Schema], namespace: str | None
         found = named.get(full) or named.get(avro)
         if found is None:
             raise ConversionError(f"Avro schema refers to unknown type {avro!r}")
+        if found is _BUILDING:
+            raise ConversionError(f"Avro record {full} refers to itself; Connect schemas cannot be recursive")
         return Schema(found.type, optional, found.name, found.fields, found.key_schema, found.value_schema,
                       found.parameters)
     if isinstance(avro, list):
@@ -85,7 +88,7 @@ def to_connect_schema(avro: Any, named: dict[str, Schema], namespace: str | None
     if kind == "record":
         ns = avro.get("namespace", namespace)
         full = avro["name"] if "." in avro["name"] or not ns else f"{ns}.{avro['name']}"
-        named[full] = Schema("STRUCT", False, full)  # a recursive reference sees the name (fields come after)
+        named[full] = _BUILDING
         fields = tuple(Field(f["name"], to_connect_schema(f["type"], named, ns, False)) for f in avro["fields"])
         schema = Schema("STRUCT", optional, avro.get("connect.name", full), fields=fields)
         named[full] = schema
