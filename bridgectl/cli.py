@@ -130,7 +130,7 @@ def dev(port: int, rate: int) -> None:
     os.makedirs(env_vars["DAGSTER_HOME"], exist_ok=True)
     for item in create_demo_resources(env_vars["KAFKA_BOOTSTRAP_SERVERS"]):
         say(f"created {item}")
-    traffic = TrafficGenerator(env_vars["KAFKA_BOOTSTRAP_SERVERS"], rate)
+    traffic = TrafficGenerator(env_vars["KAFKA_BOOTSTRAP_SERVERS"], rate, env_vars["SCHEMA_REGISTRY_URL"])
     traffic.start()
     log_path = stack.home / "dagster-dev.log"
     say(f"demo traffic: {rate} records/s to each demo topic")

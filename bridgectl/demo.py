@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+from decimal import Decimal
 
 from confluent_kafka import Producer
 
@@ -12,8 +13,10 @@ from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
 
 PROJECT = "local-project"
-KAFKA_TOPICS = {"demo.orders": 3, "demo.clicks": 2, "demo.orders.mirror": 3, "demo.clicks.mirror": 2}
-PUBSUB_TOPICS = {"demo-orders": "demo-orders-sub", "demo-clicks": "demo-clicks-sub"}
+KAFKA_TOPICS = {"demo.orders": 3, "demo.clicks": 2, "demo.orders.mirror": 3, "demo.clicks.mirror": 2,
+                "demo.payments": 2}
+PUBSUB_TOPICS = {"demo-orders": "demo-orders-sub", "demo-clicks": "demo-clicks-sub",
+                 "demo-payments": "demo-payments-sub"}
 LITE_LOCATION = "us-central1-a"
 LITE_TOPICS = {"demo-clicks-lite": ("demo-clicks-lite-sub", 2)}  # topic -> (subscription, partitions)
 S3_BUCKET = "demo-archive"
@@ -25,6 +28,16 @@ _CLICK_SCHEMA = {
         {"field": "dwell_ms", "type": "int64", "optional": True},
     ],
 }
+
+
+# demo.payments: Avro values in the Schema Registry's wire format, as confluent-kafka's AvroSerializer writes them.
+PAYMENT_SCHEMA = json.dumps({"type": "record", "name": "Payment", "namespace": "demo", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "customer", "type": "string"},
+    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+    {"name": "currency", "type": {"type": "enum", "name": "Currency", "symbols": ["EUR", "USD"]}},
+    {"name": "memo", "type": ["null", "string"], "default": None},
+]})
 
 
 def create_demo_resources(bootstrap_servers: str) -> list[str]:
@@ -95,9 +108,10 @@ def _create_lite_resources() -> list[str]:
 class TrafficGenerator(threading.Thread):
     """Produces demo orders (text) and clicks (Kafka Connect JSON with schema) at a steady rate."""
 
-    def __init__(self, bootstrap_servers: str, records_per_second: int = 20):
+    def __init__(self, bootstrap_servers: str, records_per_second: int = 20, schema_registry_url: str | None = None):
         super().__init__(name="demo-traffic", daemon=True)
         self._producer = Producer({"bootstrap.servers": bootstrap_servers, "log_level": 3})
+        self._payments = _payment_serializer(schema_registry_url) if schema_registry_url else None
         self._rate = records_per_second
         self._halt = threading.Event()
         self.produced = 0
@@ -125,7 +139,22 @@ class TrafficGenerator(threading.Thread):
                     headers=[("source", b"demo-traffic")],
                 )
                 self.produced += 2
+                if self._payments:
+                    payment = {"id": order_id, "customer": customer, "currency": rng.choice(["EUR", "USD"]),
+                               "amount": Decimal(rng.randint(100, 99_999)).scaleb(-2), "memo": f"order {order_id}"}
+                    self._producer.produce("demo.payments", key=customer, value=self._payments(payment))
+                    self.produced += 1
             self._producer.poll(0)
             self._halt.wait(1.0)
         self._producer.flush(10)
         self._producer = None  # a live producer keeps reconnecting (and logging) once Kafka stops
+
+
+def _payment_serializer(schema_registry_url: str):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serializer = AvroSerializer(SchemaRegistryClient({"url": schema_registry_url}), PAYMENT_SCHEMA)
+    context = SerializationContext("demo.payments", MessageField.VALUE)
+    return lambda payment: serializer(payment, context)
