@@ -120,7 +120,7 @@ class CloudPubSubSinkConverter:
     """Turns raw Kafka records into Pub/Sub messages with the bridge's converters and keys."""
 
     def __init__(self, config: CloudPubSubSinkConfig, topic_schemas=None):
-        """`topic_schemas`: a TopicSchemas, for messageFormat=topic-schema."""
+        """`topic_schemas`: a TopicCodecs, for messageFormat=topic-schema."""
         self.config = config
         self.key_converter = config.key_converter_instance()
         self.value_converter = config.value_converter_instance()
@@ -155,7 +155,11 @@ class CloudPubSubSinkConverter:
                 data = json.dumps(value_to_json(value_schema, value), separators=(",", ":")).encode("utf-8")
         elif cfg.message_format == "topic-schema":
             if value is not None:
-                data = self.topic_schemas.encode(cfg.topic_path(record.topic), value_schema, value)
+                topic_path = cfg.topic_path(record.topic)
+                try:
+                    data = self.topic_schemas.codec(topic_path).encode(value_schema, value)
+                except ConversionError as exc:
+                    raise RecordError(f"the value does not fit the schema of {topic_path}: {exc}") from None
         elif value_schema is not None and value_schema.type == "STRUCT" and value is not None:
             data = self._struct_to_attributes(value, attrs)
         elif value_schema is not None and value_schema.type == "MAP" and value is not None:

@@ -18,8 +18,8 @@ from google.pubsub_v1.types import PubsubMessage
 
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher
+from connectors.cloud_pubsub.topic_schema import TopicCodecs
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
-from connectors.cloud_pubsub_sink.topic_schema import TopicSchemas
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import is_routed
 from connectors.errors import BatchError
@@ -63,7 +63,7 @@ def publish_settings(cfg: CloudPubSubSinkConfig, outage_timeout_s: float | None 
 def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     cfg = task.config
     channel = task.connection.publish_channel()
-    topic_schemas = TopicSchemas(lambda: channel) if cfg.message_format == "topic-schema" else None
+    topic_schemas = TopicCodecs(lambda: channel) if cfg.message_format == "topic-schema" else None
     converter = ColumnarConverter(cfg, topic_schemas)
     tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
     message_pb = PubsubMessage.pb()

@@ -29,6 +29,10 @@ class CloudPubSubSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys
         Field("round_robin", alias="kafka.partition.scheme")
     )
     kafka_record_headers: bool = Field(False, alias="kafka.record.headers")
+    # Beyond the reference: "topic-schema" decodes each message by its topic's Pub/Sub schema (Avro or
+    # Protobuf) into a Connect STRUCT, which the value converter (Avro, JSON, ...) then writes; the
+    # attributes become record headers.
+    message_format: Literal["bytes", "topic-schema"] = Field("bytes", alias="messageFormat")
     streaming_pull_enabled: bool = Field(False, alias="cps.streamingPull.enabled")
     streaming_pull_flow_control_messages: int = Field(1000, alias="cps.streamingPull.flowControlMessages", ge=1)
     streaming_pull_flow_control_bytes: int = Field(100 * 1024 * 1024, alias="cps.streamingPull.flowControlBytes", ge=1)

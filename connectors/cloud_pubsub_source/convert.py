@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from connectors.cloud_pubsub_source.config import ORDERING_KEY, CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.partitioning import Partitioner
 from connectors.errors import BatchError
+from connectors.cloud_pubsub.topic_schema import ENCODING_ATTRIBUTE
 from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, StringConverter
 from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
 
@@ -45,8 +46,10 @@ class MessageError(BatchError, ValueError):
 
 
 class CloudPubSubSourceConverter:
-    def __init__(self, config: CloudPubSubSourceConfig, partitioner_start: int = 0):
+    def __init__(self, config: CloudPubSubSourceConfig, partitioner_start: int = 0, topic_codec=None):
+        """`topic_codec`: the subscription's topic's TopicCodec, for messageFormat=topic-schema."""
         self.config = config
+        self.topic_codec = topic_codec
         self.key_converter = config.key_converter_instance()
         self.value_converter = config.value_converter_instance()
         self.partitioner = Partitioner(config.kafka_partition_scheme, config.kafka_partition_count, partitioner_start)
@@ -71,6 +74,12 @@ class CloudPubSubSourceConverter:
     def value(self, message: PubSubMessageIn) -> tuple[Schema, object, list[tuple[str, bytes]]]:
         cfg = self.config
         with_ordering_key = cfg.cps_make_ordering_key_attribute and bool(message.ordering_key)
+        if self.topic_codec is not None:
+            schema, value = self.topic_codec.decode(message.data, message.attributes.get(ENCODING_ATTRIBUTE))
+            headers = [(k, v.encode("utf-8")) for k, v in sorted(message.attributes.items())]
+            if with_ordering_key:
+                headers.append((ORDERING_KEY_FIELD, message.ordering_key.encode("utf-8")))
+            return schema, value, headers
         if cfg.kafka_record_headers:
             headers = [(k, v.encode("utf-8")) for k, v in sorted(message.attributes.items())]
             if with_ordering_key:
@@ -90,13 +99,14 @@ class CloudPubSubSourceConverter:
 
     def convert(self, message: PubSubMessageIn) -> OutgoingRecord:
         key = self.key_text(message)
-        schema, value, headers = self.value(message)
+        schema = None
         try:
+            schema, value, headers = self.value(message)
             key_bytes = self.key_converter.from_connect(OPTIONAL_STRING, key, self.config.kafka_topic)
             value_bytes = self.value_converter.from_connect(schema, value, self.config.kafka_topic)
         except ConversionError as exc:
             hint = ""
-            if schema.type == "STRUCT" and isinstance(self.value_converter, (StringConverter, ByteArrayConverter)):
+            if schema is not None and schema.type == "STRUCT" and isinstance(self.value_converter, (StringConverter, ByteArrayConverter)):
                 hint = " (messages with attributes become structs: use JsonConverter, or kafka.record.headers=true)"
             raise MessageError(f"{exc}{hint}") from exc
         partition = self.partitioner.partition(key, message.data, message.ordering_key)

@@ -15,6 +15,7 @@ import pyarrow as pa
 from connectors.arrow_rows import rows_batch
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+from connectors.cloud_pubsub.topic_schema import TopicCodec, lookup_topic_schema
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter, MessageError, PubSubMessageIn
 from connectors.errors import BatchError
 from connectors.kafka.connection import refused_for_good
@@ -88,10 +89,16 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
         "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger(),
     })
     delivery = _Delivery(cfg, producer)
+    channel = None
     try:
         with outages_named("Pub/Sub", task.connection.address, f"pulling from {path}", google_unanswered()):
+            topic_codec = None
+            if cfg.message_format == "topic-schema":
+                channel = task.connection.publish_channel()
+                topic = subscriber.get_subscription(subscription=path).topic
+                topic_codec = TopicCodec(lookup_topic_schema(channel, topic))
             for slot in slots:
-                converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot)
+                converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot, topic_codec=topic_codec)
                 if cfg.streaming_pull_enabled:
                     _streaming_pull(task, subscriber, path, converter, delivery)
                 else:
@@ -99,6 +106,8 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
     finally:
         producer.flush(30)
         subscriber.close()
+        if channel is not None:
+            channel.close()
     rows = [{"kafka_partition": p, "written": n, "bytes": b, "pulled": 0, "acked": 0, "dropped": 0}
             for p, (n, b) in delivery.written.items()]
     rows.append({"kafka_partition": -1, "written": 0, "bytes": 0, **delivery.totals})

@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from fastavro import json_reader, parse_schema, schemaless_reader
+from fastavro import json_reader, parse_schema, schemaless_reader, schemaless_writer
 from google.cloud import pubsub_v1
 from google.pubsub_v1.types import Encoding, Schema, SchemaSettings
 
@@ -119,3 +119,44 @@ def test_json_text_publishes_the_whole_value_as_json(stack, spark, tmp_path, uni
         "id": 2, "name": "order-2", "day": 20781, "at": int(AT.timestamp() * 1000), "tags": ["a", "t2"],
         "note": None, "cps_message_body": base64.b64encode(BODY).decode()}
     assert message.attributes == {"key": "k2"}
+
+
+@pytest.mark.parametrize("encoding", [Encoding.BINARY, Encoding.JSON])
+def test_the_source_decodes_messages_of_a_schema_topic_into_structs_the_avro_converter_writes(
+        stack, spark, tmp_path, unique, encoding):
+    import yaml
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from fastavro import json_writer
+
+    from tests.e2e.registry_records import record_values, registry
+    from tests.e2e.test_cloud_pubsub_source_e2e import _consume_all, _publish
+
+    topic, kafka_topic, name = f"srcs-{encoding.name.lower()}-{unique}", f"srcs-{unique}", f"srcs_{unique}"
+    kafka_admin().create_topic(kafka_topic, partitions=1)
+    subscription = _schema_topic(topic, Schema.Type.AVRO, AVRO_SCHEMA, encoding)
+    parsed = parse_schema(json.loads(AVRO_SCHEMA))
+    messages = []
+    for i in range(10):
+        out = io.StringIO() if encoding == Encoding.JSON else io.BytesIO()
+        if encoding == Encoding.JSON:
+            json_writer(out, parsed, [record_values(i)])
+            messages.append((out.getvalue().strip().encode(), {"source": "shop"}))
+        else:
+            schemaless_writer(out, parsed, record_values(i))
+            messages.append((out.getvalue(), {"source": "shop"}))
+    messages.append((b"garbage", {"source": "shop"}))
+    _publish(topic, messages)
+    config = {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1], "kafka.topic": kafka_topic,
+              "messageFormat": "topic-schema", "errors.tolerance": "all", **_registry_keys("avro")}
+    (tmp_path / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
+        {"name": name, "connector": "CloudPubSubSourceConnector", "config": config}]}))
+
+    materialize_bridge(build_definitions(str(tmp_path / "bridges.yaml")), name)
+    records = _consume_all(kafka_topic, 10)
+    read = AvroDeserializer(registry())
+    values = sorted((read(r.value(), SerializationContext(kafka_topic, MessageField.VALUE)) for r in records),
+                    key=lambda v: v["id"])
+    assert [v["id"] for v in values] == list(range(10))  # the garbage message was skipped (tolerance all)
+    assert values[3] == {**record_values(3), "at": AT}
+    assert all(dict(r.headers())["source"] == b"shop" for r in records)

@@ -172,10 +172,11 @@ def decode(schema: ProtobufSchema, indexes: list[int], payload: memoryview,
         message = message_class.FromString(bytes(payload))
     except DecodeError as exc:
         raise ConversionError(f"the bytes are not a {message_class.DESCRIPTOR.full_name}: {exc}") from exc
-    return connect, _struct_value(connect, message)
+    return connect, struct_value(connect, message)
 
 
-def _struct_value(schema: Schema, message: Message) -> Struct:
+def struct_value(schema: Schema, message: Message) -> Struct:
+    """A message as a Connect STRUCT of the schema connect_schema() gave for its type."""
     values = {}
     for field_schema, f in zip(schema.fields, message.DESCRIPTOR.fields):
         values[f.name] = _field_value(field_schema.schema, f, message)
@@ -210,7 +211,7 @@ def _single_value(schema: Schema, f: FieldDescriptor, value: Any) -> Any:
         return dt.time(value.hours, value.minutes, value.seconds, value.nanos // 1000 // 1000 * 1000)
     if name in _WRAPPERS:
         return value.value
-    return _struct_value(schema, value)
+    return struct_value(schema, value)
 
 
 # --- Connect -> Protobuf (the sources) ---------------------------------------------------------------
