@@ -166,6 +166,11 @@ def render(results: dict) -> str:
                 f"{r['seconds']:.1f} | {rate:,.0f} | {rate * r['size'] / 1e6:.2f} | {r['peak_mb']:,.0f} | "
                 f"{r['cpu_s'] * 100_000 / r['records']:.1f} | {f'{rate / java:.2f}' if java else 'n/a'} | "
                 f"{rate / bound:.2f} | {f'{rate / naive_rate:.0f}×' if naive_rate else 'n/a'} |")
+    lines += ["", "Schema Registry: " + "; ".join(
+        f"{a['engine']}: Avro {a['records'] / a['seconds']:,.0f} records/s = "
+        f"{(a['records'] / a['seconds']) / (b['records'] / b['seconds']):.2f} × the ByteArray row "
+        f"({b['records'] / b['seconds']:,.0f}/s), 1 KiB, seed defaults"
+        for a, b in avro_pairs(results)) + "."]
     lines += ["", "Session start before the rows: " + ", ".join(
         f"{t['engine']} {t['session_start_s']} s" for t in results["throughput"]) + ". Peak memory is the "
         "resident size of the benchmark's process tree (and, on Connect, the server's) during the row; "
@@ -187,6 +192,20 @@ def render(results: dict) -> str:
         lines += ["", f"### Continuous mode ({c['rate_per_s']:,.0f} records/s for {c['seconds']:.0f} s, "
                       f"4 partitions, warm engine)", "", *render_continuous(c)]
     return "\n".join(lines) + "\n"
+
+
+def avro_pairs(results: dict) -> list[tuple[dict, dict]]:
+    """(Avro row, ByteArray seed row of the same size and engine) of each engine."""
+    from bench.throughput import AVRO_LABEL
+
+    pairs = []
+    for engine_result in results["throughput"]:
+        rows = engine_result["rows"]
+        for avro in (r for r in rows if r["settings"] == AVRO_LABEL):
+            plain = next(r for r in rows if r["connector"] == avro["connector"] and r["size"] == avro["size"]
+                         and r["settings"] == "seed defaults")
+            pairs.append((avro, plain))
+    return pairs
 
 
 def java_rate(results: dict, row: dict) -> float | None:

@@ -35,6 +35,38 @@ def produce(topic: str, count: int, size: int) -> None:
     assert producer.flush(60) == 0
 
 
+def produce_avro(topic: str, count: int, size: int) -> None:
+    """`count` Avro records of about `size` bytes (a payment: id, customer, decimal amount, memo text) in the
+    Schema Registry's wire format, as confluent-kafka's AvroSerializer writes them."""
+    import json
+    from decimal import Decimal
+
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    schema = json.dumps({"type": "record", "name": "Payment", "namespace": "bench", "fields": [
+        {"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "memo", "type": "string"}]})
+    serialize = AvroSerializer(SchemaRegistryClient({"url": os.environ["SCHEMA_REGISTRY_URL"]}), schema)
+    context = SerializationContext(topic, MessageField.VALUE)
+    memo = payload(max(1, size - 40)).decode()
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "linger.ms": 20,
+                         "batch.size": 1_000_000, "log_level": 3})
+    for i in range(count):
+        value = serialize({"id": i, "customer": f"customer-{i % 50}", "amount": Decimal(i % 100_000).scaleb(-2),
+                           "memo": memo}, context)
+        while True:
+            try:
+                producer.produce(topic, key=str(i % 1000).encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+
+
 def kafka_topic(name: str, partitions: int, count: int = 0, size: int = 0) -> str:
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection

@@ -15,7 +15,9 @@ import os
 from dataclasses import asdict, dataclass
 
 from bench.common import attached_stack, fresh_pubsub, warm_engine
-from bench.data import kafka_topic, lite_connection, lite_topic, publish_pubsub, pubsub_topic, unique_name
+from bench.data import (
+    kafka_topic, lite_connection, lite_topic, produce_avro, publish_pubsub, pubsub_topic, unique_name,
+)
 from bench.process_memory import PeakMemory, tree_cpu_seconds
 
 PARTITIONS = 4
@@ -24,6 +26,10 @@ STRING_KEYS = {"key.converter": "org.apache.kafka.connect.storage.StringConverte
 CLOUD_SINK_SETTINGS = {"seed defaults": STRING_KEYS,
                        "tuned": {**STRING_KEYS, "maxBufferSize": 1000, "maxDelayThresholdMs": 20}}
 CLOUD_SOURCE_SETTINGS = {"seed defaults": {}, "tuned": {"cps.maxBatchSize": 1000}}
+# The Schema Registry row: Avro values (fields as attributes, the memo as body) against ByteArray's seed row.
+AVRO_SINK_SETTINGS = {**STRING_KEYS, "value.converter": "io.confluent.connect.avro.AvroConverter",
+                      "messageBodyName": "memo"}
+AVRO_LABEL = "Avro (Schema Registry), seed defaults"
 LITE_SINK_SETTINGS = {"seed defaults": {}, "ordering mode KAFKA": {"pubsublite.ordering.mode": "KAFKA"}}
 ARCHIVE_SETTINGS = {"seed defaults (64 MiB blocks)": {}, "1 MiB blocks": {"compressed_block_size": 1 << 20}}
 
@@ -78,6 +84,8 @@ def main() -> None:
     for size in [int(s) for s in args.sizes.split(",")]:
         source_topic = kafka_topic(unique_name(f"bench-{size}"), PARTITIONS, args.records, size)
         _cloud_sink(measure, spark, admin, source_topic, size, batch)
+        if size >= 1024:
+            _cloud_sink_avro(measure, spark, admin, size, batch)
         lite_subscription = _lite_sink(measure, spark, admin, source_topic, size, batch)
         _archive(measure, spark, admin, source_topic, size, batch)
         _cloud_source(measure, spark, admin, size, args.source_records)
@@ -106,6 +114,29 @@ def _cloud_sink(measure, spark, admin, topic, size, batch):
             return result.totals["published"], result.duration_s
 
         measure("CloudPubSubSinkConnector", size, label, run)
+
+
+def _cloud_sink_avro(measure, spark, admin, size, batch):
+    from connectors.cloud_pubsub.clients import PubSubConnection
+    from connectors.cloud_pubsub_sink.batch import run_sink_batch
+    from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+
+    topic = kafka_topic(unique_name(f"bench-avro-{size}"), PARTITIONS)
+    produce_avro(topic, batch.max_records, size)
+    fresh_pubsub()
+    destination = unique_name("cps-sink-avro")
+    pubsub_topic(destination, subscribe=False)
+    config = CloudPubSubSinkConfig.model_validate({
+        "topics": topic, "cps.project": "bench", "cps.topic": destination, **AVRO_SINK_SETTINGS,
+        "value.converter.schema.registry.url": os.environ["SCHEMA_REGISTRY_URL"]})
+
+    def run():
+        result = run_sink_batch(spark, "bench", config, connection, admin, {}, batch, "connect-bench")
+        assert result.totals["published"] == batch.max_records, result.totals
+        return result.totals["published"], result.duration_s
+
+    connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
+    measure("CloudPubSubSinkConnector", size, AVRO_LABEL, run)
 
 
 def _lite_sink(measure, spark, admin, topic, size, batch):
