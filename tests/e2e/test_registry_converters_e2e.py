@@ -185,3 +185,28 @@ def test_an_avro_topic_moves_through_the_cloud_sink_bridge_and_bad_records_are_d
     headers = dict(dead.headers())
     assert dead.value() == b"not avro at all" and headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert b"magic byte" in headers["__connect.errors.exception.message"]
+
+
+def test_use_latest_version_writes_with_the_subjects_latest_schema_and_lookup_needs_it_registered(stack, unique):
+    from connectors.kafka_connect.converters import ConversionError
+    from connectors.kafka_connect.data import OPTIONAL_STRING
+    from connectors.kafka_connect.registry.wire import split_header
+    from tests.e2e.registry_records import registry
+
+    topic = f"latest-{unique}"
+    keys = {"cps.project": "p", "cps.subscription": "s", "kafka.topic": topic, **_registry_keys("avro"),
+            "value.converter.auto.register.schemas": False}
+    from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+
+    lookup_only = CloudPubSubSourceConfig.model_validate(keys).value_converter_instance()
+    with pytest.raises(ConversionError, match=f"looking up the schema under subject {topic}-value"):
+        lookup_only.from_connect(OPTIONAL_STRING, "x", topic)  # nothing registered, and no auto-registration
+
+    from confluent_kafka.schema_registry import Schema as RegistrySchema
+
+    schema_id = registry().register_schema(f"{topic}-value", RegistrySchema('["null", "string"]', "AVRO"))
+    latest = CloudPubSubSourceConfig.model_validate(
+        {**keys, "value.converter.use.latest.version": True}).value_converter_instance()
+    written = latest.from_connect(OPTIONAL_STRING, "hello", topic)
+    assert split_header(written)[0] == schema_id
+    assert latest.to_connect(written) == (OPTIONAL_STRING, "hello")

@@ -94,3 +94,18 @@ def test_a_connect_struct_written_as_protobuf_reads_back_the_same():
     _same(connect, value)
     wrapped = protobuf_data.from_connect_schema(Schema("BYTES"))
     assert wrapped.wrapped and protobuf_data.encode(wrapped, b"raw") == b"\x0a\x03raw"
+
+
+def test_a_flat_record_skips_the_walk_and_gives_the_same_value():
+    flat = {"type": "record", "name": "Payment", "fields": [
+        {"name": "id", "type": "long"}, {"name": "memo", "type": ["null", "string"]},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+    micros = {**flat, "fields": [{"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}}]}
+    schema, kept = avro_data.parse(json.dumps(flat)), avro_data.parse(json.dumps(micros))
+    assert schema.flat and not kept.flat and not avro_data.parse(json.dumps(AVRO)).flat
+    out = io.BytesIO()
+    schemaless_writer(out, parse_schema(flat), {"id": 1, "memo": None, "amount": Decimal("1.25"), "tags": ["x"]})
+    fast = avro_data.decode(schema, memoryview(out.getvalue()))
+    assert fast == avro_data.to_connect_value(schema.connect, dict(fast.values))
+    assert fast.values == {"id": 1, "memo": None, "amount": Decimal("1.25"), "tags": ["x"]}

@@ -39,6 +39,9 @@ class AvroSchema:
     connect: Schema
     record_name: str | None
     text: str  # as registered
+    # fastavro's record dict is already the Connect value's field map: no nested record, union struct or
+    # logical type that Connect keeps as a number (so decoding skips the per-field walk).
+    flat: bool = False
 
 
 def parse(schema_str: str) -> AvroSchema:
@@ -50,7 +53,21 @@ def parse(schema_str: str) -> AvroSchema:
     record_name = doc.get("name") if isinstance(doc, dict) and doc.get("type") == "record" else None
     if record_name and "." not in record_name and doc.get("namespace"):
         record_name = f"{doc['namespace']}.{record_name}"
-    return AvroSchema(parsed, to_connect_schema(doc, {}, None, optional=False), record_name, schema_str)
+    connect = to_connect_schema(doc, {}, None, optional=False)
+    flat = connect.type == "STRUCT" and all(_plain(f.schema) for f in connect.fields) and not any(
+        f'"{kind}"' in schema_str for kind in _KEPT_AS_NUMBERS)
+    return AvroSchema(parsed, connect, record_name, schema_str, flat)
+
+
+_KEPT_AS_NUMBERS = ("timestamp-micros", "time-micros", "local-timestamp-millis", "local-timestamp-micros", "uuid")
+
+
+def _plain(schema: Schema) -> bool:
+    if schema.type == "STRUCT":
+        return False
+    if schema.type in ("ARRAY", "MAP"):
+        return _plain(schema.value_schema)
+    return True
 
 
 def to_connect_schema(avro: Any, named: dict[str, Schema], namespace: str | None, optional: bool) -> Schema:
@@ -125,6 +142,8 @@ def decode(schema: AvroSchema, payload: memoryview) -> Any:
         value = schemaless_reader(io.BytesIO(payload), schema.parsed, None)
     except Exception as exc:
         raise ConversionError(f"the bytes do not match their Avro schema: {type(exc).__name__}: {exc}") from exc
+    if schema.flat:
+        return Struct(schema.connect, value)
     return to_connect_value(schema.connect, value)
 
 

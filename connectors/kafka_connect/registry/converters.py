@@ -78,7 +78,8 @@ class _RegistryConverter:
         if self.settings.use_latest_version:
             latest = call_registry(self.settings, f"reading the latest schema of subject {subject}",
                                    lambda: self.client.get_latest_version(subject))
-            return latest.schema_id, writer
+            # The bytes must be written in the schema the id names: a value that does not fit it fails.
+            return latest.schema_id, self._registered_writer(latest.schema)
         if self.settings.auto_register_schemas:
             schema_id = call_registry(self.settings, f"registering a schema under subject {subject}",
                                       lambda: self.client.register_schema(
@@ -91,6 +92,10 @@ class _RegistryConverter:
 
     def _writer(self, schema: Schema) -> Any:
         raise NotImplementedError
+
+    def _registered_writer(self, registered) -> Any:
+        """A writer for a schema taken from the registry (use.latest.version)."""
+        return self._parse(registered)
 
     def _encode(self, writer: Any, value: Any) -> bytes:
         raise NotImplementedError
@@ -165,6 +170,9 @@ class ProtobufConverter(_RegistryConverter):
 
     def _writer(self, schema: Schema) -> protobuf_data.ProtobufWriter:
         return protobuf_data.from_connect_schema(schema)
+
+    def _registered_writer(self, registered) -> protobuf_data.ProtobufWriter:
+        return protobuf_data.writer_for(self._parse(registered))
 
     def _encode(self, writer: protobuf_data.ProtobufWriter, value: Any) -> bytes:
         return message_indexes([0]) + protobuf_data.encode(writer, value)

@@ -286,6 +286,13 @@ def from_connect_schema(schema: Schema) -> ProtobufWriter:
     return ProtobufWriter(text, descriptor.full_name, GetMessageClass(descriptor), schema, wrapped)
 
 
+def writer_for(schema: ProtobufSchema) -> ProtobufWriter:
+    """A writer of the first message of a registered schema."""
+    descriptor = schema.message([0])
+    return ProtobufWriter(schema.text, descriptor.full_name, GetMessageClass(descriptor), connect_schema(descriptor),
+                          wrapped=False)
+
+
 def encode(writer: ProtobufWriter, value: Any) -> bytes:
     message = writer.message_class()
     if writer.wrapped:
