@@ -25,6 +25,7 @@ MAX_ATTRIBUTE_VALUE_BYTES = 1024
 MAX_ORDERING_KEY_BYTES = 1024
 MAX_MESSAGE_BYTES = 10_000_000
 KEY_ATTRIBUTE = "key"
+_SHORT_KEY, _SHORT_VALUE = MAX_ATTRIBUTE_KEY_BYTES // 4, MAX_ATTRIBUTE_VALUE_BYTES // 4  # characters
 _PACK = {"INT8": ">b", "INT16": ">h", "INT32": ">i", "INT64": ">q", "FLOAT32": ">f", "FLOAT64": ">d"}
 
 
@@ -76,13 +77,17 @@ class _Attributes:
         self.values: dict[str, str] = {}
 
     def put_text(self, key: str, text: str) -> None:
-        problem = _attribute_problem(key, text)
-        if problem:
-            raise RecordError(problem)
+        # Short texts fit whatever their characters (4 UTF-8 bytes at most each): only those need encoding.
+        if not (0 < len(key) <= _SHORT_KEY and len(text) <= _SHORT_VALUE and key[:4] != "goog"):
+            problem = _attribute_problem(key, text)
+            if problem:
+                raise RecordError(problem)
         self.values[key] = text
 
     def put_value(self, key: str, schema: Schema | None, value: Any) -> None:
-        if isinstance(value, (bytes, bytearray)):
+        if type(value) is str:  # the common case first: a string is its own Java text
+            self.put_text(key, value)
+        elif isinstance(value, (bytes, bytearray)):
             text, encoding = bytes_to_text(bytes(value))
             self.put_text(key, text)
             if encoding:

@@ -138,3 +138,21 @@ def test_schemaless_values_use_their_string_form():
     conv = converter(**{"value.converter": JSON, "value.converter.schemas.enable": "false"})
     assert conv.convert(record(value=b'{"a": 1, "b": [true, 2.5]}')).data == b"{a=1, b=[true, 2.5]}"
     assert conv.convert(record(value=b"1e10")).data == b"1.0E10"
+
+
+def test_attribute_limits_are_bytes_not_characters_at_the_short_text_boundary():
+    """put_text skips the byte count for texts short enough that no characters can pass the limits."""
+    wide = "\U0001F600"  # 4 UTF-8 bytes
+    schema = {"type": "struct", "fields": [{"field": "f", "type": "string"}]}
+    fits = converter(**{"value.converter": JSON}).convert(record(value=envelope(schema, {"f": wide * 256})))
+    assert fits.attributes["f"] == wide * 256  # 1,024 bytes
+    with pytest.raises(RecordError, match="value is over 1024 bytes"):
+        converter(**{"value.converter": JSON}).convert(record(value=envelope(schema, {"f": wide * 257})))
+    key_schema = {"type": "struct", "fields": [{"field": wide * 65, "type": "string"}]}
+    with pytest.raises(RecordError, match="is over 256 bytes"):
+        converter(**{"value.converter": JSON}).convert(record(value=envelope(key_schema, {wide * 65: "v"})))
+    ok_key = {"type": "struct", "fields": [{"field": wide * 64, "type": "string"}]}
+    assert converter(**{"value.converter": JSON}).convert(record(value=envelope(ok_key, {wide * 64: "v"}))).attributes
+    with pytest.raises(RecordError, match="reserved prefix 'goog'"):
+        converter(**{"value.converter": JSON}).convert(record(value=envelope(
+            {"type": "struct", "fields": [{"field": "googx", "type": "string"}]}, {"googx": "v"})))
