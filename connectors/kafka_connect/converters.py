@@ -10,9 +10,8 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
-
 from decimal import Decimal
+from typing import Any, Protocol
 
 from connectors.kafka_connect.data import (
     DECIMAL, OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct, from_physical, is_logical, to_physical,

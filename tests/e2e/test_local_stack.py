@@ -1,6 +1,8 @@
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 import boto3
 import pytest
@@ -10,9 +12,11 @@ pytestmark = pytest.mark.e2e
 
 def test_every_server_runs_and_answers(stack):
     # The cluster's services are listed too once a test has started them (`up --cluster`).
-    assert [(s.name, s.running) for s in stack.status()][:7] == [
+    assert [(s.name, s.running) for s in stack.status()][:8] == [
         ("kafka", True), ("kafka_target", True), ("pubsub", True), ("pubsublite", True), ("s3", True),
-        ("pulsar", True), ("spark", True)]
+        ("pulsar", True), ("schema_registry", True), ("spark", True)]
+    with urllib.request.urlopen(os.environ["SCHEMA_REGISTRY_URL"] + "/subjects", timeout=5) as response:
+        assert isinstance(json.loads(response.read()), list)  # Confluent's API: a JSON list of subjects
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     s3.create_bucket(Bucket="stack-check")
     assert "stack-check" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
@@ -29,4 +33,5 @@ def test_up_is_idempotent_and_env_prints_exports(stack):
     assert f"export PUBSUB_EMULATOR_HOST={os.environ['PUBSUB_EMULATOR_HOST']}" in out.splitlines()
     assert any(line.startswith("export DAGSTER_HOME=") for line in out.splitlines())
     assert f"export PUBSUBLITE_API_ENDPOINT={os.environ['PUBSUBLITE_API_ENDPOINT']}" in out.splitlines()
+    assert f"export SCHEMA_REGISTRY_URL={os.environ['SCHEMA_REGISTRY_URL']}" in out.splitlines()
     assert f"export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={stack.lite_certificate()}" in out.splitlines()
