@@ -88,3 +88,23 @@ def test_subject_name_strategies(tmp_path):
                         "shop.Order") == "orders-shop.Order"
     with pytest.raises(ConversionError, match="RecordNameStrategy needs a named record schema"):
         subject_name(settings, "orders", None)
+
+
+def test_a_schema_id_the_registry_cannot_give_is_asked_for_once_per_task(tmp_path, monkeypatch):
+    from connectors.kafka_connect.registry.converters import AvroConverter
+
+    asked = []
+
+    class RegistryDown:
+        def get_schema(self, schema_id):
+            asked.append(schema_id)
+            raise ConnectionError("connection refused")
+
+    monkeypatch.setattr(AvroConverter, "client", property(lambda self: RegistryDown()))
+    [bridge] = _load(tmp_path, PROPERTIES)
+    converter = bridge.config.value_converter_instance()
+    for _ in range(3):
+        with pytest.raises(ConversionError, match="schema id 7: Schema Registry: fetching schema id 7 failed: "
+                                                  "connection refused"):
+            converter.to_connect(header(7) + b"\x02")
+    assert asked == [7]

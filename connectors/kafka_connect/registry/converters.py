@@ -24,6 +24,9 @@ class _RegistryConverter:
     def __init__(self, settings: RegistrySettings):
         self.settings = settings
         self._readers: dict[int, Any] = {}
+        # A schema id the registry could not give (unknown, or the registry down): every later record of that
+        # id in this task fails at once with the same error, instead of waiting out the registry again.
+        self._unreadable: dict[int, ConversionError] = {}
         self._writers: dict[tuple[Schema | None, str], tuple[int, Any]] = {}
 
     @property
@@ -43,12 +46,18 @@ class _RegistryConverter:
     def _reader(self, schema_id: int) -> Any:
         reader = self._readers.get(schema_id)
         if reader is None:
-            registered = call_registry(self.settings, f"fetching schema id {schema_id}",
-                                       lambda: self.client.get_schema(schema_id))
-            if (registered.schema_type or "AVRO") != self.schema_type:
-                raise ConversionError(f"schema id {schema_id} is a {registered.schema_type} schema, "
-                                      f"not {self.schema_type}")
-            reader = self._readers[schema_id] = self._parse(registered)
+            if schema_id in self._unreadable:
+                raise self._unreadable[schema_id]
+            try:
+                registered = call_registry(self.settings, f"fetching schema id {schema_id}",
+                                           lambda: self.client.get_schema(schema_id))
+                if (registered.schema_type or "AVRO") != self.schema_type:
+                    raise ConversionError(f"schema id {schema_id} is a {registered.schema_type} schema, "
+                                          f"not {self.schema_type}")
+                reader = self._readers[schema_id] = self._parse(registered)
+            except ConversionError as exc:
+                self._unreadable[schema_id] = exc
+                raise
         return reader
 
     def _parse(self, registered) -> Any:
