@@ -4,7 +4,8 @@ On one fresh local stack, for 100 B and 1 KiB records:
 1. raw limits: each end of each bridge alone, as fast as a plain Python program drives it;
 2. naive baselines: a one-message-at-a-time loop per direction;
 3. every connector's micro-batch throughput and peak memory, at seed defaults and tuned settings,
-   on the classic engine and on the warm Spark Connect engine (one process per engine);
+   on the classic engine and on the warm Spark Connect engine (one process per engine), with an Avro
+   (Schema Registry) row of the Cloud Pub/Sub sink at 1 KiB held against its ByteArray row;
    peak memory of the Cloud Pub/Sub sink at three batch sizes, a fresh process each;
 4. the reference: the released Java connector (1.3.3) in a Kafka Connect standalone worker on the same
    Kafka and pstest, sink (tasks.max=2) and source (tasks.max 1 and 2), with its CPU time;
