@@ -12,7 +12,7 @@ import datetime as dt
 import io
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -50,9 +50,9 @@ def parse(schema_str: str) -> AvroSchema:
         parsed = parse_schema(doc)
     except Exception as exc:
         raise ConversionError(f"not a valid Avro schema: {exc}") from exc
-    record_name = doc.get("name") if isinstance(doc, dict) and doc.get("type") == "record" else None
-    if record_name and "." not in record_name and doc.get("namespace"):
-        record_name = f"{doc['namespace']}.{record_name}"
+    record_name = None
+    if isinstance(doc, dict) and doc.get("type") == "record":
+        record_name = _full_name(doc["name"], doc.get("namespace"))
     connect = to_connect_schema(doc, {}, None, optional=False)
     flat = connect.type == "STRUCT" and all(_plain(f.schema) for f in connect.fields) and not any(
         f'"{kind}"' in schema_str for kind in _KEPT_AS_NUMBERS)
@@ -74,14 +74,13 @@ def to_connect_schema(avro: Any, named: dict[str, Schema], namespace: str | None
     if isinstance(avro, str):
         if avro in _PRIMITIVES:
             return Schema(_PRIMITIVES[avro], optional)
-        full = avro if "." in avro or not namespace else f"{namespace}.{avro}"
+        full = _full_name(avro, namespace)
         found = named.get(full) or named.get(avro)
         if found is None:
             raise ConversionError(f"Avro schema refers to unknown type {avro!r}")
         if found is _BUILDING:
             raise ConversionError(f"Avro record {full} refers to itself; Connect schemas cannot be recursive")
-        return Schema(found.type, optional, found.name, found.fields, found.key_schema, found.value_schema,
-                      found.parameters)
+        return replace(found, optional=optional)
     if isinstance(avro, list):
         branches = [b for b in avro if b != "null"]
         nullable = len(branches) < len(avro)
@@ -104,7 +103,7 @@ def to_connect_schema(avro: Any, named: dict[str, Schema], namespace: str | None
         return Schema(connect_type, optional, avro.get("connect.name") if kind != "bytes" else None)
     if kind == "record":
         ns = avro.get("namespace", namespace)
-        full = avro["name"] if "." in avro["name"] or not ns else f"{ns}.{avro['name']}"
+        full = _full_name(avro["name"], ns)
         named[full] = _BUILDING
         fields = tuple(Field(f["name"], to_connect_schema(f["type"], named, ns, False)) for f in avro["fields"])
         schema = Schema("STRUCT", optional, avro.get("connect.name", full), fields=fields)
@@ -125,9 +124,13 @@ def to_connect_schema(avro: Any, named: dict[str, Schema], namespace: str | None
 
 
 def _named(avro: dict, named: dict[str, Schema], namespace: str | None, schema: Schema) -> Schema:
-    ns = avro.get("namespace", namespace)
-    named[avro["name"] if "." in avro["name"] or not ns else f"{ns}.{avro['name']}"] = schema
+    named[_full_name(avro["name"], avro.get("namespace", namespace))] = schema
     return schema
+
+
+def _full_name(name: str, namespace: str | None) -> str:
+    """Avro's full name: a dotted name is full already, else it takes the enclosing namespace."""
+    return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
 def _branch_name(branch: Any) -> str:
@@ -196,7 +199,7 @@ def from_connect_schema(schema: Schema, connect_meta_data: bool = True) -> AvroS
     parsed = parse_schema(json.loads(json.dumps(doc)))  # fastavro marks the dicts it parses
     record_name = None
     if isinstance(doc, dict) and doc.get("type") == "record":
-        record_name = f"{doc['namespace']}.{doc['name']}" if doc.get("namespace") else doc["name"]
+        record_name = _full_name(doc["name"], doc.get("namespace"))
     return AvroSchema(parsed, schema, record_name, json.dumps(doc, separators=(",", ":")))
 
 

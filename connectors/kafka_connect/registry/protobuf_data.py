@@ -71,9 +71,9 @@ def new_pool():
     return pool
 
 
-def parse(schema_str: str, name: str, references: list[tuple[str, str]], pool=None) -> ProtobufSchema:
+def parse(schema_str: str, name: str, references: list[tuple[str, str]]) -> ProtobufSchema:
     """`references`: (import name, schema text) of each referenced file, already in dependency order."""
-    pool = pool or new_pool()
+    pool = new_pool()
     for ref_name, ref_text in references:
         _add_file(pool, ref_name, ref_text, references)
     file_name = _add_file(pool, name, schema_str, references)
