@@ -25,6 +25,7 @@ ENCODING_ATTRIBUTE = "googclient_schemaencoding"
 
 @dataclass(frozen=True)
 class TopicSchema:
+    topic: str  # the topic path whose settings name the schema
     name: str
     kind: str  # "AVRO" or "PROTOCOL_BUFFER"
     encoding: str  # "BINARY" or "JSON"
@@ -47,7 +48,7 @@ def lookup_topic_schema(channel, topic_path: str) -> TopicSchema:
     encoding = "JSON" if settings.encoding == Encoding.JSON else "BINARY"
     if found.type_.name not in ("AVRO", "PROTOCOL_BUFFER"):
         raise BatchError(f"schema {settings.schema} of {topic_path} is of type {found.type_.name}")
-    return TopicSchema(settings.schema, found.type_.name, encoding, found.definition)
+    return TopicSchema(topic_path, settings.schema, found.type_.name, encoding, found.definition)
 
 
 class TopicCodec:
@@ -102,9 +103,9 @@ class TopicCodec:
         schemaless_writer(out, self._avro.parsed, record)
         return out.getvalue()
 
-    def decode(self, data: bytes, encoding: str | None = None) -> tuple[Schema, Struct]:
-        """`encoding`: the message's own googclient_schemaencoding attribute, when it has one."""
-        encoding = encoding or self.topic_schema.encoding
+    def decode(self, data: bytes, attributes: dict[str, str]) -> tuple[Schema, Struct]:
+        """A message's data; its own googclient_schemaencoding attribute, when it has one, says the encoding."""
+        encoding = attributes.get(ENCODING_ATTRIBUTE) or self.topic_schema.encoding
         if self.topic_schema.kind == "AVRO":
             if encoding == "JSON":
                 from fastavro import json_reader
@@ -129,14 +130,20 @@ class TopicCodec:
 
 
 class TopicCodecs:
-    """One codec per topic, looked up on first use through `channel_factory()`."""
+    """The codec of each Kafka topic's target Pub/Sub topic (`topic_path` routes it), looked up through `channel`
+    on the topic's first record: a dict hit per record after that."""
 
-    def __init__(self, channel_factory: Callable[[], Any]):
-        self._channel_factory = channel_factory
-        self._codecs: dict[str, TopicCodec] = {}
+    def __init__(self, channel, topic_path: Callable[[str], str]):
+        self._channel = channel
+        self._topic_path = topic_path
+        self._by_path: dict[str, TopicCodec] = {}
+        self._by_kafka_topic: dict[str, TopicCodec] = {}
 
-    def codec(self, topic_path: str) -> TopicCodec:
-        codec = self._codecs.get(topic_path)
+    def codec(self, kafka_topic: str) -> TopicCodec:
+        codec = self._by_kafka_topic.get(kafka_topic)
         if codec is None:
-            codec = self._codecs[topic_path] = TopicCodec(lookup_topic_schema(self._channel_factory(), topic_path))
+            path = self._topic_path(kafka_topic)
+            if path not in self._by_path:
+                self._by_path[path] = TopicCodec(lookup_topic_schema(self._channel, path))
+            codec = self._by_kafka_topic[kafka_topic] = self._by_path[path]
         return codec

@@ -160,11 +160,11 @@ class CloudPubSubSinkConverter:
                 data = json.dumps(value_to_json(value_schema, value), separators=(",", ":")).encode("utf-8")
         elif cfg.message_format == "topic-schema":
             if value is not None:
-                topic_path = cfg.topic_path(record.topic)
+                codec = self.topic_schemas.codec(record.topic)
                 try:
-                    data = self.topic_schemas.codec(topic_path).encode(value_schema, value)
+                    data = codec.encode(value_schema, value)
                 except ConversionError as exc:
-                    raise RecordError(f"the value does not fit the schema of {topic_path}: {exc}") from None
+                    raise RecordError(f"the value does not fit the schema of {codec.topic_schema.topic}: {exc}") from None
         elif value_schema is not None and value_schema.type == "STRUCT" and value is not None:
             data = self._struct_to_attributes(value, attrs)
         elif value_schema is not None and value_schema.type == "MAP" and value is not None:

@@ -18,7 +18,6 @@ from google.pubsub_v1.types import PubsubMessage
 
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher
-from connectors.cloud_pubsub.topic_schema import TopicCodecs
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import is_routed
@@ -62,9 +61,6 @@ def publish_settings(cfg: CloudPubSubSinkConfig, outage_timeout_s: float | None 
 
 def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     cfg = task.config
-    channel = task.connection.publish_channel()
-    topic_schemas = TopicCodecs(lambda: channel) if cfg.message_format == "topic-schema" else None
-    converter = ColumnarConverter(cfg, topic_schemas)
     tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
     message_pb = PubsubMessage.pb()
 
@@ -76,6 +72,13 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
         slot, row = origin
         tally.reject(slot.record(row), "TASK_PUT", error)
 
+    channel = task.connection.publish_channel()
+    topic_schemas = None
+    if cfg.message_format == "topic-schema":
+        from connectors.cloud_pubsub.topic_schema import TopicCodecs  # its Avro and Protobuf codecs, only here
+
+        topic_schemas = TopicCodecs(channel, cfg.topic_path)
+    converter = ColumnarConverter(cfg, topic_schemas)
     settings = publish_settings(cfg, task.outage_timeout_s)
     # One publisher per Pub/Sub topic (several with ${topic} in cps.topic), all on the one channel.
     publishers: dict[str, RequestPublisher] = {}

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from connectors.cloud_pubsub_source.config import ORDERING_KEY, CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.partitioning import Partitioner
 from connectors.errors import BatchError
-from connectors.cloud_pubsub.topic_schema import ENCODING_ATTRIBUTE
 from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, StringConverter
 from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
 
@@ -75,7 +74,7 @@ class CloudPubSubSourceConverter:
         cfg = self.config
         with_ordering_key = cfg.cps_make_ordering_key_attribute and bool(message.ordering_key)
         if self.topic_codec is not None:
-            schema, value = self.topic_codec.decode(message.data, message.attributes.get(ENCODING_ATTRIBUTE))
+            schema, value = self.topic_codec.decode(message.data, message.attributes)
             headers = [(k, v.encode("utf-8")) for k, v in sorted(message.attributes.items())]
             if with_ordering_key:
                 headers.append((ORDERING_KEY_FIELD, message.ordering_key.encode("utf-8")))

@@ -15,7 +15,6 @@ import pyarrow as pa
 from connectors.arrow_rows import rows_batch
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
-from connectors.cloud_pubsub.topic_schema import TopicCodec, lookup_topic_schema
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter, MessageError, PubSubMessageIn
 from connectors.errors import BatchError
 from connectors.kafka.connection import refused_for_good
@@ -94,6 +93,8 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
         with outages_named("Pub/Sub", task.connection.address, f"pulling from {path}", google_unanswered()):
             topic_codec = None
             if cfg.message_format == "topic-schema":
+                from connectors.cloud_pubsub.topic_schema import TopicCodec, lookup_topic_schema  # only here
+
                 channel = task.connection.publish_channel()
                 topic = subscriber.get_subscription(subscription=path).topic
                 topic_codec = TopicCodec(lookup_topic_schema(channel, topic))
