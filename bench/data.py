@@ -20,12 +20,17 @@ def payload(size: int) -> bytes:
 
 
 def produce(topic: str, count: int, size: int) -> None:
+    value = payload(size)
+    _produce_values(topic, (value for _ in range(count)))
+
+
+def _produce_values(topic: str, values) -> None:
+    """Each value to `topic`, keyed by its number modulo 1,000, as fast as the producer takes them."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "linger.ms": 20,
                          "batch.size": 1_000_000, "log_level": 3})
-    value = payload(size)
-    for i in range(count):
+    for i, value in enumerate(values):
         while True:
             try:
                 producer.produce(topic, key=str(i % 1000).encode(), value=value)
@@ -41,7 +46,6 @@ def produce_avro(topic: str, count: int, size: int) -> None:
     import json
     from decimal import Decimal
 
-    from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
@@ -53,18 +57,9 @@ def produce_avro(topic: str, count: int, size: int) -> None:
     serialize = AvroSerializer(SchemaRegistryClient({"url": os.environ["SCHEMA_REGISTRY_URL"]}), schema)
     context = SerializationContext(topic, MessageField.VALUE)
     memo = payload(max(1, size - 40)).decode()
-    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "linger.ms": 20,
-                         "batch.size": 1_000_000, "log_level": 3})
-    for i in range(count):
-        value = serialize({"id": i, "customer": f"customer-{i % 50}", "amount": Decimal(i % 100_000).scaleb(-2),
-                           "memo": memo}, context)
-        while True:
-            try:
-                producer.produce(topic, key=str(i % 1000).encode(), value=value)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(60) == 0
+    _produce_values(topic, (serialize({"id": i, "customer": f"customer-{i % 50}",
+                                       "amount": Decimal(i % 100_000).scaleb(-2), "memo": memo}, context)
+                            for i in range(count)))
 
 
 def kafka_topic(name: str, partitions: int, count: int = 0, size: int = 0) -> str:
