@@ -35,11 +35,13 @@ def _tree(root: int) -> list[int]:
 
 
 def _python_workers(pids: list[int]) -> int:
-    """pyspark.daemon and the workers it forked (the JVM's command line names pyspark's jars too)."""
+    """Spark's Python daemon and the workers it forked (the JVM's command line names pyspark's jars too)."""
+    from connectors.spark_session import PYTHON_DAEMON_MODULE
+
     count = 0
     for pid in pids:
         try:
-            if b"pyspark.daemon" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if f"-m\0{PYTHON_DAEMON_MODULE}\0".encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
                 count += 1
         except OSError:
             continue

@@ -16,6 +16,8 @@ from typing import Protocol
 
 from pyspark.sql import SparkSession
 
+# Spark's Python daemon as we start it (see that module); its workers are forked with its command line.
+PYTHON_DAEMON_MODULE = "connectors.spark_worker_daemon"
 # Static settings of every engine we start, classic or the local Spark Connect server.
 ENGINE_CONF = {
     "spark.ui.enabled": "false",
@@ -24,6 +26,8 @@ ENGINE_CONF = {
     # Small Arrow batches keep an executor's memory flat however large the micro-batch is.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
     "spark.python.worker.reuse": "true",
+    # Workers without Spark's zips and jar on sys.path: a tenth of a second less per task (see the module).
+    "spark.python.daemon.module": PYTHON_DAEMON_MODULE,
 }
 
 

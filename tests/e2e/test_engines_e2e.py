@@ -130,8 +130,11 @@ def test_pubsublite_sink_and_source(stack, engine, tmp_path, unique):
 
 
 def _python_worker_daemons() -> int:
-    """pyspark.daemon processes whose parent is not a daemon: the Spark Connect server starts one per session."""
-    daemons = subprocess.run(["pgrep", "-f", "pyspark.daemon"], capture_output=True, text=True).stdout.split()
+    """Python worker daemons whose parent is not a daemon: the Spark Connect server starts one per session."""
+    from connectors.spark_session import PYTHON_DAEMON_MODULE
+
+    found = subprocess.run(["pgrep", "-f", "--", f"-m {PYTHON_DAEMON_MODULE}"], capture_output=True, text=True)
+    daemons = found.stdout.split()
     parents = {pid: open(f"/proc/{pid}/stat").read().split(") ")[1].split()[1] for pid in daemons
                if os.path.exists(f"/proc/{pid}/stat")}
     return sum(1 for parent in parents.values() if parent not in parents)
@@ -156,6 +159,7 @@ def test_runs_share_one_engine_session(stack, spark_remote, tmp_path, unique):
     produce(topic, [(None, "first")])
     run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     first_id, daemons = stored_session_id(), _python_worker_daemons()
+    assert daemons >= 1
     for text in ("second", "third"):
         produce(topic, [(None, text)])
         run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
