@@ -4,7 +4,8 @@ On one fresh local stack, for 100 B and 1 KiB records:
 1. raw limits: each end of each bridge alone, as fast as a plain Python program drives it;
 2. naive baselines: a one-message-at-a-time loop per direction;
 3. every connector's micro-batch throughput and peak memory, at seed defaults and tuned settings,
-   on the classic engine and on the warm Spark Connect engine (one process per engine), with an Avro
+   on the classic engine and on the warm Spark Connect engine (one process per engine, each connector's
+   first batch there untimed and reported apart), with an Avro
    (Schema Registry) row of the Cloud Pub/Sub sink at 1 KiB held against its ByteArray row;
    peak memory of the Cloud Pub/Sub sink at three batch sizes, a fresh process each;
 4. the reference: the released Java connector (1.3.3) in a Kafka Connect standalone worker on the same
@@ -172,6 +173,11 @@ def render(results: dict) -> str:
         f"{(a['records'] / a['seconds']) / (b['records'] / b['seconds']):.2f} × the ByteArray row "
         f"({b['records'] / b['seconds']:,.0f}/s), 1 KiB, seed defaults"
         for a, b in avro_pairs(results)) + "."]
+    lines += ["", "First batch of each connector on each engine (untimed in the table above: "
+              "2,000 records, before the rows; it also loads the connector's code into the engine): " + "; ".join(
+        f"{t['engine']}: " + ", ".join(f"{short(b['connector'])} {b['settings']} {b['seconds']} s"
+                                       for b in t.get("first_batches", []))
+        for t in results["throughput"]) + "."]
     lines += ["", "Session start before the rows: " + ", ".join(
         f"{t['engine']} {t['session_start_s']} s" for t in results["throughput"]) + ". Peak memory is the "
         "resident size of the benchmark's process tree (and, on Connect, the server's) during the row; "
@@ -207,6 +213,10 @@ def avro_pairs(results: dict) -> list[tuple[dict, dict]]:
                          and r["settings"] == "seed defaults")
             pairs.append((avro, plain))
     return pairs
+
+
+def short(connector: str) -> str:
+    return connector.removesuffix("Connector")
 
 
 def java_rate(results: dict, row: dict) -> float | None:

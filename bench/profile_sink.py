@@ -30,14 +30,14 @@ def batches(count: int, size: int, per_batch: int = 2000):
             "timestamp_ms": [int(time.time() * 1000)] * n, "timestampType": [0] * n, "headers": [[]] * n})
 
 
-def cloud_sink_task(name: str):
+def cloud_sink_task(name: str, seed_defaults: bool):
     from connectors.cloud_pubsub.clients import PubSubConnection
     from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
     from connectors.cloud_pubsub_sink.write import SinkTask, publish_arrow_batches
 
     pubsub_topic(name, subscribe=False)
-    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "bench", "cps.topic": name,
-                                                   "maxBufferSize": 1000, "maxDelayThresholdMs": 20})
+    tuning = {} if seed_defaults else {"maxBufferSize": 1000, "maxDelayThresholdMs": 20}
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "bench", "cps.topic": name, **tuning})
     task = SinkTask("profile", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]), {}, 30)
     return functools.partial(publish_arrow_batches, task)
 
@@ -58,10 +58,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--connector", choices=("cloud", "lite"), default="cloud")
+    parser.add_argument("--seed-defaults", action="store_true", help="the Cloud sink at the seed's batching keys")
     args = parser.parse_args()
     with bench_stack():
         name = f"profile-{os.getpid()}"
-        publish = cloud_sink_task(name) if args.connector == "cloud" else lite_sink_task(name)
+        publish = cloud_sink_task(name, args.seed_defaults) if args.connector == "cloud" else lite_sink_task(name)
         profile = cProfile.Profile()
         started = time.monotonic()
         profile.enable()
