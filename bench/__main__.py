@@ -97,14 +97,30 @@ def measure_java(size: int, records: int, source_records: int) -> dict:
         fresh_pubsub()
         destination, _ = pubsub_topic(unique_name("java-sink"), subscribe=False)
         out["sink_2"] = reference.sink(admin, topic, destination.rsplit("/", 1)[-1], records, tasks_max=2)
+        # The same, on a worker that first moved as many records with a connector of its own (a warm JVM,
+        # as our rows run on an engine that has moved batches before).
+        fresh_pubsub()
+        destination, _ = pubsub_topic(unique_name("java-sink"), subscribe=False)
+        warm_up = kafka_topic(unique_name(f"java-warm-up-{size}"), 4, records, size)
+        out["sink_2_warm"] = reference.sink(admin, topic, destination.rsplit("/", 1)[-1], records, tasks_max=2,
+                                            warm_up_topic=warm_up)
         for tasks in (1, 2):
-            fresh_pubsub()
-            name = unique_name("java-source")
-            source, subscription = pubsub_topic(name)
-            publish_pubsub(source, source_records, size)
-            admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
-            out[f"source_{tasks}"] = reference.source(admin, subscription, name, source_records, tasks_max=tasks)
+            for warm in (False, True):
+                fresh_pubsub()
+                subscription, name = _filled_subscription(admin, "java-source", size, source_records)
+                warm_up = _filled_subscription(admin, "java-warm-up", size, source_records) if warm else None
+                out[f"source_{tasks}{'_warm' if warm else ''}"] = reference.source(
+                    admin, subscription, name, source_records, tasks_max=tasks, warm_up=warm_up)
     return out
+
+
+def _filled_subscription(admin, prefix: str, size: int, records: int) -> tuple[str, str]:
+    """A Pub/Sub subscription holding `records` messages, and an empty LogAppendTime Kafka topic of the same name."""
+    name = unique_name(prefix)
+    source, subscription = pubsub_topic(name)
+    publish_pubsub(source, records, size)
+    admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
+    return subscription, name
 
 
 def measure_throughput(engine: str, args) -> dict:
@@ -145,28 +161,33 @@ def render(results: dict) -> str:
         lines.append(f"| {size} B | {row['kafka_to_pubsub']:,} | {row['kafka_to_lite']:,} | "
                      f"{row['pubsub_to_kafka']:,} | {row['lite_to_kafka']:,} |")
     lines += ["", "### The Java connector (1.3.3, Kafka Connect standalone worker, seed defaults)", "",
-              "| direction | size | tasks.max | records | steady seconds | records/s | CPU s per 100k records |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+              "(worker: \"new\" is a worker started for the row; \"warm\" is a second connector added to a worker "
+              "that has just moved as many records with a first one.)", "",
+              "| direction | size | tasks.max | worker | records | steady seconds | records/s | CPU s per 100k records |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for size in sizes:
         for key, direction, tasks in (("sink_2", "sink", 2), ("source_1", "source", 1), ("source_2", "source", 2)):
-            j = results["java"][str(size)][key]
-            lines.append(f"| {direction} | {size} B | {tasks} | {j['records']:,} | {j['seconds']:.2f} | "
-                         f"{j['records'] / j['seconds']:,.0f} | {j['cpu_per_100k']:.1f} |")
+            for worker, suffix in (("new", ""), ("warm", "_warm")):
+                j = results["java"][str(size)].get(key + suffix)
+                if j:
+                    lines.append(f"| {direction} | {size} B | {tasks} | {worker} | {j['records']:,} | "
+                                 f"{j['seconds']:.2f} | {j['records'] / j['seconds']:,.0f} | {j['cpu_per_100k']:.1f} |")
     lines += ["", "### Bridges: one micro-batch", "",
               "| connector | size | settings | engine | records | seconds | records/s | MB/s | peak memory (MB) "
-              "| CPU s per 100k | × Java | × raw limit | × naive |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| CPU s per 100k | × Java (new worker) | × Java (warm worker) | × raw limit | × naive |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for engine_result in results["throughput"]:
         for r in engine_result["rows"]:
             rate = r["records"] / r["seconds"]
             limit_row = results["limits"][str(r["size"])]
             bound = min(limit_row[k] for k in PATHS[r["connector"]])
             naive_rate = results["naive"][str(r["size"])].get(NAIVE.get(r["connector"], ""), 0)
-            java = java_rate(results, r)
+            java, java_warm = java_rate(results, r), java_rate(results, r, warm=True)
             lines.append(
                 f"| {r['connector']} | {r['size']} B | {r['settings']} | {r['engine']} | {r['records']:,} | "
                 f"{r['seconds']:.1f} | {rate:,.0f} | {rate * r['size'] / 1e6:.2f} | {r['peak_mb']:,.0f} | "
                 f"{r['cpu_s'] * 100_000 / r['records']:.1f} | {f'{rate / java:.2f}' if java else 'n/a'} | "
+                f"{f'{rate / java_warm:.2f}' if java_warm else 'n/a'} | "
                 f"{rate / bound:.2f} | {f'{rate / naive_rate:.0f}×' if naive_rate else 'n/a'} |")
     lines += ["", "Schema Registry: " + "; ".join(
         f"{a['engine']}: Avro {a['records'] / a['seconds']:,.0f} records/s = "
@@ -219,14 +240,15 @@ def short(connector: str) -> str:
     return connector.removesuffix("Connector")
 
 
-def java_rate(results: dict, row: dict) -> float | None:
-    """The Java row a row of ours is held against: the sink at tasks.max=2, the source at its best of 1 and 2."""
+def java_rate(results: dict, row: dict, warm: bool = False) -> float | None:
+    """The Java row a row of ours is held against: the sink at tasks.max=2, the source at its best of 1 and 2;
+    on a new worker, or on a warm one."""
     java = results["java"][str(row["size"])]
-    if row["connector"] == "CloudPubSubSinkConnector":
-        return java["sink_2"]["records"] / java["sink_2"]["seconds"]
-    if row["connector"] == "CloudPubSubSourceConnector":
-        return max(java[k]["records"] / java[k]["seconds"] for k in ("source_1", "source_2"))
-    return None
+    suffix = "_warm" if warm else ""
+    keys = {"CloudPubSubSinkConnector": ("sink_2",), "CloudPubSubSourceConnector": ("source_1", "source_2")}
+    rates = [java[k + suffix]["records"] / java[k + suffix]["seconds"]
+             for k in keys.get(row["connector"], ()) if k + suffix in java]
+    return max(rates) if rates else None
 
 
 PATHS_LIMIT_NAMES = {"kafka_consume": "Kafka consume (librdkafka)", "kafka_produce": "Kafka produce (idempotent)",

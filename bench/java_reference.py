@@ -27,7 +27,6 @@ from bridgectl import fetch
 from bridgectl.local_stack import _free_port
 
 FRONT_LISTEN = "127.0.0.2:443"
-ASSIGNED = re.compile(r"^(\d{13}) .*Adding newly assigned partitions", re.M)
 LOG4J2 = """status = error
 appender.out.type = Console
 appender.out.name = OUT
@@ -46,21 +45,25 @@ class JavaReference:
         self.classpath = str(fetch.kafka_connect_jars() / "*")
         self.plugin = fetch.pubsub_java_connector_plugin()
 
-    def _start(self, name: str, connector: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+    def _connector(self, name: str, connector: dict[str, str]) -> dict[str, str]:
+        return {"name": name, "gcp.credentials.file.path": str(self.credentials / "service-account.json"),
+                "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter", **connector}
+
+    def _start(self, name: str, connector: dict[str, str]) -> tuple[subprocess.Popen, Path, int]:
+        """A standalone worker running `connector`: the process, its log and its REST port."""
         work = self.folder / name
         work.mkdir(parents=True)
         (work / "log4j2.properties").write_text(LOG4J2)
+        port = _free_port()
         _properties(work / "worker.properties", {
             "bootstrap.servers": self.kafka, "plugin.path": str(self.plugin),
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
             "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
             "offset.storage.file.filename": str(work / "offsets"), "offset.flush.interval.ms": "1000",
-            "listeners": f"http://127.0.0.1:{_free_port()}",
+            "listeners": f"http://127.0.0.1:{port}",
         })
-        _properties(work / "connector.properties", {
-            "name": name, "gcp.credentials.file.path": str(self.credentials / "service-account.json"),
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter", **connector})
+        _properties(work / "connector.properties", self._connector(name, connector))
         log = work / "worker.log"
         command = [
             fetch.require_tool("java", "OpenJDK 17"), "-Xms256m", "-Xmx2g",  # connect-standalone.sh's heap
@@ -72,56 +75,110 @@ class JavaReference:
             str(work / "connector.properties"),
         ]
         with open(log, "w") as out:
-            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), log
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), log, port
 
-    def sink(self, admin, topic: str, destination: str, records: int, tasks_max: int, timeout_s: float = 300) -> dict:
-        """Kafka `topic` (already filled) -> Pub/Sub `destination` with the seed's defaults."""
+    def sink(self, admin, topic: str, destination: str, records: int, tasks_max: int,
+             warm_up_topic: str | None = None, timeout_s: float = 300) -> dict:
+        """Kafka `topic` (already filled) -> Pub/Sub `destination` with the seed's defaults.
+
+        With `warm_up_topic`, the worker first moves that topic with a connector of its own, and the row
+        is a second connector added through the worker's REST API to the same JVM, already warm."""
         name = unique_name("java-sink")
-        partitions = admin.partitions([topic])
-        end = sum(admin.end_offsets(partitions).get(topic, {}).values())
-        worker, log = self._start(name, {
-            "connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector", "tasks.max": str(tasks_max),
-            "topics": topic, "cps.project": PROJECT, "cps.topic": destination})
+
+        def config(connector_topic: str) -> dict[str, str]:
+            return {"connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
+                    "tasks.max": str(tasks_max), "topics": connector_topic, "cps.project": PROJECT,
+                    "cps.topic": destination}
+
+        deadline = time.monotonic() + timeout_s
+        worker, log, port = self._start(f"{name}-warm-up" if warm_up_topic else name,
+                                        config(warm_up_topic or topic))
         try:
-            deadline, assigned_cpu = time.monotonic() + timeout_s, None
-            while True:
-                if assigned_cpu is None and ASSIGNED.search(log.read_text(errors="replace")):
-                    assigned_cpu = tree_cpu_seconds(worker.pid)
-                committed = admin.committed_offsets(f"connect-{name}", partitions).get(topic, {})
-                if sum(committed.values()) >= end:
-                    done, done_cpu = time.time(), tree_cpu_seconds(worker.pid)
-                    break
-                _check(worker, log, deadline)
-                time.sleep(0.1)
-            first = int(ASSIGNED.search(log.read_text(errors="replace")).group(1)) / 1000
-            return _row(records, done - first, done_cpu - (assigned_cpu or 0.0))
+            if warm_up_topic:
+                _sink_done(admin, worker, log, f"{name}-warm-up", warm_up_topic, deadline)
+                _add_connector(port, self._connector(name, config(topic)))
+            first, seconds, cpu_s = _sink_done(admin, worker, log, name, topic, deadline)
+            return _row(records, seconds, cpu_s)
         finally:
             _stop(worker)
 
     def source(self, admin, subscription: str, kafka_topic: str, records: int, tasks_max: int,
-               timeout_s: float = 300) -> dict:
-        """Pub/Sub `subscription` (already filled) -> Kafka `kafka_topic` (LogAppendTime) with the seed's defaults."""
+               warm_up: tuple[str, str] | None = None, timeout_s: float = 300) -> dict:
+        """Pub/Sub `subscription` (already filled) -> Kafka `kafka_topic` (LogAppendTime) with the seed's defaults.
+
+        With `warm_up` (a filled subscription, a Kafka topic), the worker first moves that with a connector
+        of its own, and the row is a second connector added through the REST API to the same, warm JVM."""
         name = unique_name("java-source")
-        partitions = admin.partitions([kafka_topic])
-        worker, log = self._start(name, {
-            "connector.class": "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
-            "tasks.max": str(tasks_max), "cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[-1],
-            "kafka.topic": kafka_topic})
+
+        def config(connector_subscription: str, connector_topic: str) -> dict[str, str]:
+            return {"connector.class": "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
+                    "tasks.max": str(tasks_max), "cps.project": PROJECT,
+                    "cps.subscription": connector_subscription.rsplit("/", 1)[-1], "kafka.topic": connector_topic}
+
+        deadline = time.monotonic() + timeout_s
+        worker, log, port = self._start(f"{name}-warm-up" if warm_up else name,
+                                        config(*(warm_up or (subscription, kafka_topic))))
         try:
-            deadline, first_cpu = time.monotonic() + timeout_s, None
-            while True:
-                written = sum(admin.end_offsets(partitions).get(kafka_topic, {}).values())
-                if written and first_cpu is None:
-                    first_cpu = tree_cpu_seconds(worker.pid)
-                if written >= records:
-                    done_cpu = tree_cpu_seconds(worker.pid)
-                    break
-                _check(worker, log, deadline)
-                time.sleep(0.1)
-            first, last = arrival_span(kafka_topic, partitions[kafka_topic], records)
-            return _row(records, last - first, done_cpu - first_cpu)
+            if warm_up:
+                _source_done(admin, worker, log, warm_up[1], records, deadline)
+                _add_connector(port, self._connector(name, config(subscription, kafka_topic)))
+            return _source_done(admin, worker, log, kafka_topic, records, deadline)
         finally:
             _stop(worker)
+
+
+def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, records: int,
+                 deadline: float) -> dict:
+    """Wait until `records` arrived in `kafka_topic`: the row (first to last arrival, the worker's CPU from
+    the first record seen to done)."""
+    partitions = admin.partitions([kafka_topic])
+    first_cpu = None
+    while True:
+        written = sum(admin.end_offsets(partitions).get(kafka_topic, {}).values())
+        if written and first_cpu is None:
+            first_cpu = tree_cpu_seconds(worker.pid)
+        if written >= records:
+            done_cpu = tree_cpu_seconds(worker.pid)
+            break
+        _check(worker, log, deadline)
+        time.sleep(0.1)
+    first, last = arrival_span(kafka_topic, partitions[kafka_topic], records)
+    return _row(records, last - first, done_cpu - first_cpu)
+
+
+def _sink_done(admin, worker: subprocess.Popen, log: Path, name: str, topic: str,
+               deadline: float) -> tuple[float, float, float]:
+    """Wait until the sink connector `name` committed all of `topic`: (its first partition assignment,
+    seconds from it to done, the worker's CPU seconds over that span)."""
+    partitions = admin.partitions([topic])
+    end = sum(admin.end_offsets(partitions).get(topic, {}).values())
+    assigned = re.compile(rf"^(\d{{13}}) .*\[task-thread-{re.escape(name)}-\d+\].*Adding newly assigned partitions",
+                          re.M)
+    assigned_cpu = None
+    while True:
+        if assigned_cpu is None and assigned.search(log.read_text(errors="replace")):
+            assigned_cpu = tree_cpu_seconds(worker.pid)
+        committed = admin.committed_offsets(f"connect-{name}", partitions).get(topic, {})
+        if sum(committed.values()) >= end:
+            done, done_cpu = time.time(), tree_cpu_seconds(worker.pid)
+            break
+        _check(worker, log, deadline)
+        time.sleep(0.1)
+    first = int(assigned.search(log.read_text(errors="replace")).group(1)) / 1000
+    return first, done - first, done_cpu - (assigned_cpu or 0.0)
+
+
+def _add_connector(port: int, config: dict[str, str]) -> None:
+    """A connector added to a running standalone worker through its REST API."""
+    import json
+    import urllib.request
+
+    body = json.dumps({"name": config["name"], "config": config}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/connectors", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        if response.status not in (200, 201):
+            raise RuntimeError(f"the Java worker refused connector {config['name']}: HTTP {response.status}")
 
 
 def arrival_span(topic: str, partitions: list[int], records: int) -> tuple[float, float]:
