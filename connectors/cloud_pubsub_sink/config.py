@@ -52,6 +52,11 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
         return self
 
     @property
+    def reads_kafka_headers(self) -> bool:
+        # Headers become attributes only with headers.publish; a dead letter carries its record's headers.
+        return self.headers_publish or bool(self.errors_deadletterqueue_topic_name)
+
+    @property
     def delay_ms(self) -> int:
         """The linger: the README's maxDelayThresholdMs or the code's delayThresholdMs, default 100."""
         return self.max_delay_threshold_ms or self.delay_threshold_ms or 100

@@ -33,12 +33,14 @@ class RecordError(BatchError, ValueError):
 
 
 def records_from_arrow(batch: pa.RecordBatch) -> Iterator[KafkaRecord]:
-    """Records from a batch of Spark's Kafka source rows (timestamp as `timestamp_ms`)."""
+    """Records from a batch of Spark's Kafka source rows (timestamp as `timestamp_ms`); without a headers
+    column (a connector that does not read them), records have none."""
     columns = batch.to_pydict()
+    headers = columns.get("headers") or [None] * batch.num_rows
     for i in range(batch.num_rows):
         yield KafkaRecord(
             topic=columns["topic"][i], partition=columns["partition"][i], offset=columns["offset"][i],
             key=columns["key"][i], value=columns["value"][i],
             timestamp_ms=columns["timestamp_ms"][i], timestamp_type=columns["timestampType"][i],
-            headers=[(h["key"], h["value"]) for h in (columns["headers"][i] or [])],
+            headers=[(h["key"], h["value"]) for h in (headers[i] or [])],
         )

@@ -57,7 +57,7 @@ def run_kafka_sink_batch(
     result = SinkBatchResult(plan=plan, duration_s=0.0)
     if plan.total_records:
         frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
-                                   f"{consumer_group}-spark-reader")
+                                   f"{consumer_group}-spark-reader", config.reads_kafka_headers)
         frame = frame.selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").drop("timestamp")
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
             rows = frame.mapInArrow(deliver, SUMMARY_SCHEMA).collect()

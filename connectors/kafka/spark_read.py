@@ -18,6 +18,7 @@ def read_offset_ranges(
     ranges: list[PartitionRange],
     timeout_s: int,
     reader_group: str,
+    include_headers: bool = True,
 ) -> DataFrame:
     """Records of each [start, end) range; Spark makes one task per topic-partition. A broker silent for
     `timeout_s` fails the task (Spark's default is 120 s, then 3 more attempts in a cluster).
@@ -25,7 +26,8 @@ def read_offset_ranges(
     `reader_group` is the consumers' group id. Spark pools its executors' Kafka consumers by group id and
     partition, and by default makes a new group id per read, so every micro-batch paid for new consumers
     (a fifth of a small batch's time); one id per bridge lets the next batch borrow them. With `assign`
-    the group never joins or commits, so it does not touch the bridge's Kafka Connect group."""
+    the group never joins or commits, so it does not touch the bridge's Kafka Connect group. Without
+    `include_headers` the rows have no headers column."""
     assign: dict[str, list[int]] = {}
     starting: dict[str, dict[str, int]] = {}
     ending: dict[str, dict[str, int]] = {}
@@ -39,7 +41,7 @@ def read_offset_ranges(
         .option("assign", json.dumps(assign))
         .option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending))
-        .option("includeHeaders", "true")
+        .option("includeHeaders", str(include_headers).lower())
         .option("kafka.group.id", reader_group)
         # The range is already in the log, so the broker never needs to wait for data; at the
         # default 500 ms, the consumer's last prefetch past the range end adds half a second per task.
@@ -50,4 +52,4 @@ def read_offset_ranges(
     )
     for key, value in connection.java_client_options().items():
         reader = reader.option(f"kafka.{key}", value)
-    return reader.load().select(*KAFKA_RECORD_COLUMNS)
+    return reader.load().select(*(c for c in KAFKA_RECORD_COLUMNS if include_headers or c != "headers"))

@@ -48,7 +48,9 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_batch_goes_on(stack, sp
     defs = build_definitions(sink_bridges_file(tmp_path, name, topic, {
         **JSON_VALUES, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
         "errors.deadletterqueue.context.headers.enable": True}))
-    produce(topic, [(None, '"good-1"'), (None, "{not json"), (None, '"good-2"'), (None, "nope"), (None, '"good-3"')])
+    # With a dead-letter topic the sink reads the records' headers (headers.publish is off): a dead letter keeps them.
+    produce(topic, [(None, '"good-1"'), (None, "{not json"), (None, '"good-2"'), (None, "nope"), (None, '"good-3"')],
+            headers=[("trace", b"t-1")])
 
     metadata = materialize_bridge(defs, name)
     assert sorted(m.data for m in drain(subscription)) == [b"good-1", b"good-2", b"good-3"]
@@ -57,6 +59,7 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_batch_goes_on(stack, sp
     dead = _read_topic(dlq, 2)
     assert [m.value() for m in dead] == [b"{not json", b"nope"]
     headers = dict(dead[0].headers())
+    assert headers["trace"] == b"t-1"
     assert headers["__connect.errors.topic"] == topic.encode()
     assert headers["__connect.errors.offset"] == b"1"
     assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"

@@ -55,3 +55,31 @@ def test_other_converters_take_the_record_path():
     outcomes = [type(o).__name__ for _, o in columnar.convert(awkward_kafka_rows().slice(0, 12))]
     # rows 0-3 have a null value; 4-7 an empty one and 8-11 b"hello": neither is JSON
     assert outcomes == ["NoneType"] * 4 + ["RecordError"] * 8
+
+
+@pytest.mark.parametrize("extra, reads", [
+    ({}, False), ({"metadata.publish": True}, False), ({"headers.publish": True}, True),
+    ({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq"}, True),
+])
+def test_headers_are_read_only_when_delivery_uses_them(extra, reads):
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c", **extra})
+    assert config.reads_kafka_headers is reads
+
+
+@pytest.mark.parametrize("value_converter", [STRING, "org.apache.kafka.connect.json.JsonConverter"])
+def test_rows_without_a_headers_column_give_the_same_messages(value_converter):
+    """What Spark's reader gives a sink that does not read headers: the same messages, row for row."""
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c",
+                                                   "metadata.publish": True, "value.converter": value_converter,
+                                                   "value.converter.schemas.enable": False})
+    assert not config.reads_kafka_headers
+    batch = awkward_kafka_rows()
+    without = batch.drop_columns(["headers"])
+
+    def outcomes(rows):
+        return [(row, str(outcome) if isinstance(outcome, RecordError) else
+                 None if outcome is None else (outcome.data, outcome.attributes))
+                for row, outcome in ColumnarConverter(config).convert(rows)]
+
+    assert outcomes(without) == outcomes(batch)
+    assert [r.headers for r in records_from_arrow(without)] == [[]] * batch.num_rows
