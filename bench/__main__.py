@@ -194,9 +194,10 @@ def render(results: dict) -> str:
         f"{(a['records'] / a['seconds']) / (b['records'] / b['seconds']):.2f} × the ByteArray row "
         f"({b['records'] / b['seconds']:,.0f}/s), 1 KiB, seed defaults"
         for a, b in avro_pairs(results)) + "."]
-    lines += ["", "First batch of each connector on each engine (untimed in the table above: "
-              "2,000 records, before the rows; it also loads the connector's code into the engine): " + "; ".join(
-        f"{t['engine']}: " + ", ".join(f"{short(b['connector'])} {b['settings']} {b['seconds']} s"
+    lines += ["", "First batch of each connector on each engine, before the rows and not in the table above "
+              "(it loads the connector's code into the engine; the Cloud Pub/Sub sink's also warms the JVM's "
+              "Kafka reader): " + "; ".join(
+        f"{t['engine']}: " + ", ".join(f"{short(b['connector'])} {b['settings']} {b['records']:,} in {b['seconds']} s"
                                        for b in t.get("first_batches", []))
         for t in results["throughput"]) + "."]
     lines += ["", "Session start before the rows: " + ", ".join(
