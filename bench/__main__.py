@@ -270,6 +270,11 @@ def main() -> None:
     results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
                "source_records": args.source_records, "limits": {}, "naive": {}, "throughput": [],
                "java": {}, "memory": [], "overhead": {}, "latency": {}}
+    partial = RESULTS / "results.partial.json"  # what is measured so far, should a later stage fail
+
+    def measured() -> None:
+        partial.write_text(json.dumps(results, indent=1))
+
     with bench_stack() as stack:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
         for size in [int(s) for s in args.sizes.split(",")]:
@@ -279,18 +284,22 @@ def main() -> None:
             results["naive"][str(size)] = measure_naive(size, args.records)
             console.print(f"the Java connector, {size} B ...")
             results["java"][str(size)] = measure_java(size, args.records, args.source_records)
+            measured()
         for engine in ("classic", "connect"):
             console.print(f"bridges on the {engine} engine ...")
             results["throughput"].append(measure_throughput(engine, args))
+            measured()
         console.print("memory against batch size ...")
         results["memory"] = measure_memory((args.records // 10, args.records, args.records * 10))
         for engine in ("classic", "connect"):
             console.print(f"run overhead and continuous latency, {engine} engine ...")
             results["overhead"][engine] = latency.run_overhead(engine, remote)
             results["latency"][engine] = latency.continuous_latency(engine, remote, seconds=args.latency_seconds)
+            measured()
         console.print("continuous mode ...")
         results["continuous"] = measure_continuous(stack, 1000, args.continuous_seconds, console.print)
     (RESULTS / "results.json").write_text(json.dumps(results, indent=1))
+    partial.unlink(missing_ok=True)
     report = render(results)
     (RESULTS / "results.md").write_text(report)
     Console().print(Markdown(report))

@@ -192,7 +192,7 @@ def java_cloud_sink(rate: float, seconds: float) -> dict:
     folder = BENCH_STACK_HOME / "java-continuous"
     shutil.rmtree(folder, ignore_errors=True)
     with java_reference(folder) as reference:
-        worker, log = reference._start(unique_name("java-cont"), {
+        worker, log, _ = reference._start(unique_name("java-cont"), {
             "connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector", "tasks.max": "2",
             "topics": topic, "cps.project": PROJECT, "cps.topic": topic})
         try:
