@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from connectors.errors import BatchError
 from connectors.kafka_connect.converters import ConversionError
@@ -127,23 +127,3 @@ class TopicCodec:
         except (DecodeError, json_format.ParseError, UnicodeDecodeError) as exc:
             raise ConversionError(f"not a message of {self.topic_schema.name}: {exc}") from None
         return self._connect, protobuf_data.struct_value(self._connect, message)
-
-
-class TopicCodecs:
-    """The codec of each Kafka topic's target Pub/Sub topic (`topic_path` routes it), looked up through `channel`
-    on the topic's first record: a dict hit per record after that."""
-
-    def __init__(self, channel, topic_path: Callable[[str], str]):
-        self._channel = channel
-        self._topic_path = topic_path
-        self._by_path: dict[str, TopicCodec] = {}
-        self._by_kafka_topic: dict[str, TopicCodec] = {}
-
-    def codec(self, kafka_topic: str) -> TopicCodec:
-        codec = self._by_kafka_topic.get(kafka_topic)
-        if codec is None:
-            path = self._topic_path(kafka_topic)
-            if path not in self._by_path:
-                self._by_path[path] = TopicCodec(lookup_topic_schema(self._channel, path))
-            codec = self._by_kafka_topic[kafka_topic] = self._by_path[path]
-        return codec

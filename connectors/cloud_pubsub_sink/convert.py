@@ -125,7 +125,7 @@ class CloudPubSubSinkConverter:
     """Turns raw Kafka records into Pub/Sub messages with the bridge's converters and keys."""
 
     def __init__(self, config: CloudPubSubSinkConfig, topic_schemas=None):
-        """`topic_schemas`: a TopicCodecs, for messageFormat=topic-schema."""
+        """`topic_schemas`: each Kafka topic's TopicCodec (a PerTarget), for messageFormat=topic-schema."""
         self.config = config
         self.key_converter = config.key_converter_instance()
         self.value_converter = config.value_converter_instance()
@@ -160,7 +160,7 @@ class CloudPubSubSinkConverter:
                 data = json.dumps(value_to_json(value_schema, value), separators=(",", ":")).encode("utf-8")
         elif cfg.message_format == "topic-schema":
             if value is not None:
-                codec = self.topic_schemas.codec(record.topic)
+                codec = self.topic_schemas(record.topic)
                 try:
                     data = codec.encode(value_schema, value)
                 except ConversionError as exc:

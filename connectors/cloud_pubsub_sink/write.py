@@ -20,7 +20,7 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-from connectors.config.routing import is_routed
+from connectors.config.routing import PerTarget, is_routed
 from connectors.errors import BatchError
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
@@ -75,22 +75,14 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
     channel = task.connection.publish_channel()
     topic_schemas = None
     if cfg.message_format == "topic-schema":
-        from connectors.cloud_pubsub.topic_schema import TopicCodecs  # its Avro and Protobuf codecs, only here
+        # Its Avro and Protobuf codecs are imported only here; one schema lookup per Pub/Sub topic.
+        from connectors.cloud_pubsub.topic_schema import TopicCodec, lookup_topic_schema
 
-        topic_schemas = TopicCodecs(channel, cfg.topic_path)
+        topic_schemas = PerTarget(cfg.topic_path, lambda path: TopicCodec(lookup_topic_schema(channel, path)))
     converter = ColumnarConverter(cfg, topic_schemas)
     settings = publish_settings(cfg, task.outage_timeout_s)
     # One publisher per Pub/Sub topic (several with ${topic} in cps.topic), all on the one channel.
-    publishers: dict[str, RequestPublisher] = {}
-    by_kafka_topic: dict[str, RequestPublisher] = {}  # a dict hit per record, the path built once per topic
-
-    def publisher_for(kafka_topic: str) -> RequestPublisher:
-        if kafka_topic not in by_kafka_topic:
-            path = cfg.topic_path(kafka_topic)
-            if path not in publishers:
-                publishers[path] = RequestPublisher(channel, path, settings, acked, rejected)
-            by_kafka_topic[kafka_topic] = publishers[path]
-        return by_kafka_topic[kafka_topic]
+    publisher_for = PerTarget(cfg.topic_path, lambda path: RequestPublisher(channel, path, settings, acked, rejected))
 
     routed = is_routed(cfg.cps_topic)
     try:
@@ -112,7 +104,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
                         message, outcome.size(), (slot, row), outcome.ordering_key)
         # The rest must be acknowledged within maxShutdownTimeoutMs, or the task fails (and records nothing).
         deadline = time.monotonic() + cfg.max_shutdown_timeout_ms / 1000
-        for publisher in publishers.values():
+        for publisher in publisher_for.by_target.values():
             publisher.close(max(0.0, deadline - time.monotonic()))
         tally.flush_dead_letters()
     except PublishFailed as exc:

@@ -4,11 +4,12 @@ config providers never match it (their references carry a colon)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Callable, Generic, TypeVar
 
 from pydantic import AfterValidator
 
 TOPIC_PLACEHOLDER = "${topic}"
+T = TypeVar("T")
 
 
 def is_routed(template: str) -> bool:
@@ -28,3 +29,23 @@ def _check_template(template: str) -> str:
 
 # A target's name, routed by ${topic}: the type of every sink's target key.
 TargetTemplate = Annotated[str, AfterValidator(_check_template)]
+
+
+class PerTarget(Generic[T]):
+    """One T per routed target (a publisher, a codec), made on first use; called per record with the record's
+    Kafka topic, it costs a dict hit once the topic was seen. Kafka topics that route to one target share its T."""
+
+    def __init__(self, target_of: Callable[[str], str], make: Callable[[str], T]):
+        self._target_of = target_of
+        self._make = make
+        self.by_target: dict[str, T] = {}
+        self._by_kafka_topic: dict[str, T] = {}
+
+    def __call__(self, kafka_topic: str) -> T:
+        found = self._by_kafka_topic.get(kafka_topic)
+        if found is None:
+            target = self._target_of(kafka_topic)
+            if target not in self.by_target:
+                self.by_target[target] = self._make(target)
+            found = self._by_kafka_topic[kafka_topic] = self.by_target[target]
+        return found

@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
+from connectors.config.routing import PerTarget
 from connectors.errors import BatchError
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
@@ -79,20 +80,14 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
     topic = cfg.topic_path()
     channel = task.connection.async_publish_channel(topic.location)
     settings = LitePublishSettings(retry_timeout_s=task.outage_timeout_s)
-    # One publisher and router per Lite topic (several with ${topic} in pubsublite.topic), on the one channel.
-    publishers: dict[str, tuple[LitePublisher, Callable[[object, int], int]]] = {}
-    by_kafka_topic: dict[str, tuple[LitePublisher, Callable[[object, int], int]]] = {}  # a dict hit per record
 
-    def publisher_for(kafka_topic: str) -> tuple[LitePublisher, Callable[[object, int], int]]:
-        if kafka_topic not in by_kafka_topic:
-            path = str(cfg.topic_path(kafka_topic))
-            if path not in publishers:
-                if path not in task.lite_partitions:  # a topic that matched the regex after the driver looked
-                    raise BatchError(f"Pub/Sub Lite topic {path} was not looked up before the batch; "
-                                     "the next batch will")
-                publishers[path] = (LitePublisher(channel, path, settings, acked), router(task.lite_partitions[path]))
-            by_kafka_topic[kafka_topic] = publishers[path]
-        return by_kafka_topic[kafka_topic]
+    # One publisher and router per Lite topic (several with ${topic} in pubsublite.topic), on the one channel.
+    def publisher_and_router(path: str) -> tuple[LitePublisher, Callable[[object, int], int]]:
+        if path not in task.lite_partitions:  # a topic that matched the regex after the driver looked
+            raise BatchError(f"Pub/Sub Lite topic {path} was not looked up before the batch; the next batch will")
+        return LitePublisher(channel, path, settings, acked), router(task.lite_partitions[path])
+
+    publisher_for = PerTarget(lambda kafka_topic: str(cfg.topic_path(kafka_topic)), publisher_and_router)
 
     try:
         for batch in batches:
@@ -106,10 +101,10 @@ async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) ->
                 message, size = outcome
                 publisher, route = publisher_for(kafka_topics[row])
                 await publisher.add(message, size, tallied.counts(row), route(message, kafka_partitions[row]))
-            for publisher, _ in publishers.values():
+            for publisher, _ in publisher_for.by_target.values():
                 publisher.seal_all()
         # The rest must be acknowledged in time, or the task fails (and records nothing).
-        for publisher, _ in publishers.values():
+        for publisher, _ in publisher_for.by_target.values():
             await publisher.close(SHUTDOWN_TIMEOUT_S)
     except LitePublishFailed as exc:
         if exc.unanswered:
