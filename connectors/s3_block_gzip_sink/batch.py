@@ -59,9 +59,9 @@ def run_archive_batch(
     last_index: dict[tuple[str, int], str | None] = {tp: c.index if c else None for tp, c in cursors.items()}
     if plan.total_records:
         frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
-                                   f"{consumer_group}-spark-reader")
+                                   f"{consumer_group}-spark-reader", config.reads_kafka_headers)
         columns = ["topic", "partition", "offset", "value", "unix_millis(timestamp) AS timestamp_ms"]
-        if config.errors_deadletterqueue_topic_name:  # a dead letter is the whole record
+        if config.reads_kafka_headers:  # a dead letter is the whole record
             columns += ["key", "headers"]
         frame = frame.selectExpr(*columns)
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):

@@ -22,3 +22,8 @@ class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
 
     def key_prefix(self) -> str:
         return self.s3_prefix.strip("/")
+
+    @property
+    def reads_kafka_headers(self) -> bool:
+        # The archive keeps values and timestamps; only a dead letter (the whole record) needs the headers.
+        return bool(self.errors_deadletterqueue_topic_name)
