@@ -110,8 +110,14 @@ class ErrorHandlingKeys(BaseModel):
 class KafkaTopicsKeys(BaseModel):
     """Source topics of a sink connector: `topics` (comma list) or `topics.regex`, exactly one."""
 
-    topics: str | None = Field(None, alias="topics")
-    topics_regex: str | None = Field(None, alias="topics.regex")
+    topics: str | None = Field(None, alias="topics", description="Kafka topics to read, a comma list")
+    topics_regex: str | None = Field(None, alias="topics.regex",
+                                     description="a regular expression; every topic whose whole name matches")
+    isolation_level: Literal["read_uncommitted", "read_committed"] = Field(
+        "read_uncommitted", alias="consumer.override.isolation.level",
+        description="Kafka Connect's per-connector consumer override (KIP-458). The default, Java's, reads the "
+                    "records of aborted transactions too; read_committed skips them and reads only up to the last "
+                    "stable offset (an open transaction holds the batch there)")
 
     @model_validator(mode="after")
     def _one_topic_selector(self):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec, ResourceType,
 )
@@ -138,17 +138,21 @@ class KafkaAdmin:
 
     # --- offsets -----------------------------------------------------------------------------
     @_retry_metadata
-    def _list_offsets(self, partitions: dict[str, list[int]], spec: OffsetSpec) -> Offsets:
+    def _list_offsets(self, partitions: dict[str, list[int]], spec: OffsetSpec,
+                      isolation_level: str = "read_uncommitted") -> Offsets:
         request = {TopicPartition(t, p): spec for t, ps in partitions.items() for p in ps}
         result: Offsets = {t: {} for t in partitions}
         if not request:
             return result
-        for tp, future in self._admin.list_offsets(request, request_timeout=ADMIN_TIMEOUT_S).items():
+        level = IsolationLevel[isolation_level.upper()]
+        for tp, future in self._admin.list_offsets(request, isolation_level=level,
+                                                   request_timeout=ADMIN_TIMEOUT_S).items():
             result[tp.topic][tp.partition] = future.result().offset
         return result
 
-    def end_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
-        return self._list_offsets(partitions, OffsetSpec.latest())
+    def end_offsets(self, partitions: dict[str, list[int]], isolation_level: str = "read_uncommitted") -> Offsets:
+        """The high watermarks, or under read_committed the last stable offsets (before any open transaction)."""
+        return self._list_offsets(partitions, OffsetSpec.latest(), isolation_level)
 
     def start_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
         return self._list_offsets(partitions, OffsetSpec.earliest())
@@ -186,10 +190,12 @@ class KafkaAdmin:
         max_records: int,
         initial: str = "committed",
         group: str | None = None,
+        isolation_level: str = "read_uncommitted",
     ) -> BatchPlan:
-        """Offset ranges for one run: from the recorded offsets to the end offsets seen now,
-        at most `max_records` in all, shared fairly between partitions that have records."""
-        ends = self.end_offsets(partitions)
+        """Offset ranges for one run: from the recorded offsets to the end offsets seen now (the last stable
+        offsets under read_committed), at most `max_records` in all, shared fairly between partitions that
+        have records."""
+        ends = self.end_offsets(partitions, isolation_level)
         earliest = self.start_offsets(partitions)
         needs_initial = {t: [p for p in ps if p not in recorded.get(t, {})] for t, ps in partitions.items()}
         committed: Offsets = {}

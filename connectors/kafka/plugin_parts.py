@@ -46,7 +46,8 @@ def _kafka_lag(systems: Systems, bridge: Bridge, position: Offsets) -> Waiting:
     config = bridge.config
     admin = systems.kafka.admin()
     partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
-    plan = admin.plan_batch(partitions, position or {}, 2**62, bridge.batch.initial_offsets, bridge.consumer_group)
+    plan = admin.plan_batch(partitions, position or {}, 2**62, bridge.batch.initial_offsets, bridge.consumer_group,
+                            config.isolation_level)
     return Waiting(plan.total_records, plan.end_offsets)
 
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
-
-import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from connectors.bridge import BatchSettings
 from connectors.config.common import KafkaTopicsKeys
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
-from connectors.kafka.spark_read import read_offset_ranges
+from connectors.kafka.spark_read import Deliver, deliver_offset_ranges
 from connectors.outage import kafka_outages_named
 
 
@@ -41,11 +38,11 @@ def run_kafka_sink_batch(
     recorded: Offsets,
     batch: BatchSettings,
     consumer_group: str,
-    deliver: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    deliver: Deliver,
 ) -> SinkBatchResult:
     """Move records from the recorded offsets towards the end offsets seen now.
 
-    `deliver` runs in the executors over Spark's Kafka rows and yields `SinkTally.summary()` only after the
+    `deliver` runs in the executors over each task's records and yields `SinkTally.summary()` only after the
     destination acknowledged every message (or the DLQ took it); any failure fails the run, and then
     nothing may be recorded: the next run reads the same range again.
     """
@@ -53,14 +50,14 @@ def run_kafka_sink_batch(
     bootstrap = kafka.connection.bootstrap_servers
     with kafka_outages_named(bootstrap, f"planning the batch of {config.topics or config.topics_regex}"):
         partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
-        plan = kafka.plan_batch(partitions, recorded, batch.max_records, batch.initial_offsets, consumer_group)
+        plan = kafka.plan_batch(partitions, recorded, batch.max_records, batch.initial_offsets, consumer_group,
+                                config.isolation_level)
     result = SinkBatchResult(plan=plan, duration_s=0.0)
     if plan.total_records:
-        frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
-                                   f"{consumer_group}-spark-reader", config.reads_kafka_headers)
-        frame = frame.selectExpr("*", "unix_millis(timestamp) AS timestamp_ms").drop("timestamp")
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
-            rows = frame.mapInArrow(deliver, SUMMARY_SCHEMA).collect()
+            rows = deliver_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
+                                         deliver, SUMMARY_SCHEMA, config.reads_kafka_headers,
+                                         config.isolation_level)
         for row in rows:
             counts = result.per_partition.setdefault(f"{row['topic']}-{row['partition']}", dict.fromkeys(COUNTERS, 0))
             for name in COUNTERS:

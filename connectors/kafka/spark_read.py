@@ -1,55 +1,47 @@
-"""Spark's Kafka source over an explicit offset range: the read side of every Kafka-sourced bridge."""
+"""Driver side of every Kafka-reading bridge: one Spark task per planned offset range, each reading its range
+in the Python worker (range_reader.py) and handing the records straight to the connector's delivery."""
 
 from __future__ import annotations
 
-import json
+import functools
+from typing import Callable, Iterator
 
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow as pa
+from pyspark.sql import Row, SparkSession
 
 from connectors.kafka.admin import PartitionRange
 from connectors.kafka.connection import KafkaConnection
+from connectors.kafka.range_reader import KAFKA_RECORD_COLUMNS, ReaderSettings, read_ranges
 
-KAFKA_RECORD_COLUMNS = ["topic", "partition", "offset", "timestamp", "timestampType", "key", "value", "headers"]
+__all__ = ["KAFKA_RECORD_COLUMNS", "Deliver", "deliver_offset_ranges"]
+
+# Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and yields its summary rows, only once
+# the destination has acknowledged every record it was handed.
+Deliver = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
-def read_offset_ranges(
+def deliver_offset_ranges(
     spark: SparkSession,
     connection: KafkaConnection,
     ranges: list[PartitionRange],
     timeout_s: int,
-    reader_group: str,
+    deliver: Deliver,
+    summary_schema: str,
     include_headers: bool = True,
-) -> DataFrame:
-    """Records of each [start, end) range; Spark makes one task per topic-partition. A broker silent for
-    `timeout_s` fails the task (Spark's default is 120 s, then 3 more attempts in a cluster).
+    isolation_level: str = "read_uncommitted",
+) -> list[Row]:
+    """Run `deliver` over the records of every [start, end) range, one Spark task per range, and collect the
+    summary rows (`summary_schema`, a Spark DDL string). A broker silent for `timeout_s` fails the task with
+    one line naming the partition and offset. Without `include_headers` the records have no headers column."""
+    settings = ReaderSettings({**connection.librdkafka_config(), "isolation.level": isolation_level},
+                              connection.bootstrap_servers, timeout_s, include_headers)
+    tasks = spark.range(0, len(ranges), 1, len(ranges))
+    return tasks.mapInArrow(functools.partial(_read_and_deliver, settings, list(ranges), deliver),
+                            summary_schema).collect()
 
-    `reader_group` is the consumers' group id. Spark pools its executors' Kafka consumers by group id and
-    partition, and by default makes a new group id per read, so every micro-batch paid for new consumers
-    (a fifth of a small batch's time); one id per bridge lets the next batch borrow them. With `assign`
-    the group never joins or commits, so it does not touch the bridge's Kafka Connect group. Without
-    `include_headers` the rows have no headers column."""
-    assign: dict[str, list[int]] = {}
-    starting: dict[str, dict[str, int]] = {}
-    ending: dict[str, dict[str, int]] = {}
-    for r in ranges:
-        assign.setdefault(r.topic, []).append(r.partition)
-        starting.setdefault(r.topic, {})[str(r.partition)] = r.start
-        ending.setdefault(r.topic, {})[str(r.partition)] = r.end
-    reader = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", connection.bootstrap_servers)
-        .option("assign", json.dumps(assign))
-        .option("startingOffsets", json.dumps(starting))
-        .option("endingOffsets", json.dumps(ending))
-        .option("includeHeaders", str(include_headers).lower())
-        .option("kafka.group.id", reader_group)
-        # The range is already in the log, so the broker never needs to wait for data; at the
-        # default 500 ms, the consumer's last prefetch past the range end adds half a second per task.
-        .option("kafka.fetch.max.wait.ms", "10")
-        .option("kafkaConsumer.pollTimeoutMs", str(timeout_s * 1000))
-        .option("kafka.request.timeout.ms", str(timeout_s * 1000))
-        .option("kafka.default.api.timeout.ms", str(timeout_s * 1000))
-    )
-    for key, value in connection.java_client_options().items():
-        reader = reader.option(f"kafka.{key}", value)
-    return reader.load().select(*(c for c in KAFKA_RECORD_COLUMNS if include_headers or c != "headers"))
+
+def _read_and_deliver(settings: ReaderSettings, ranges: list[PartitionRange], deliver: Deliver,
+                      task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    mine = [ranges[i] for ids in task_ids for i in ids.column(0).to_pylist()]
+    if mine:
+        yield from deliver(read_ranges(settings, mine))

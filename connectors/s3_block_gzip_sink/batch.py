@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import dead_letter_client_config
-from connectors.kafka.spark_read import read_offset_ranges
+from connectors.kafka.spark_read import deliver_offset_ranges
 from connectors.outage import kafka_outages_named
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.store import Cursor, read_cursor, s3_client, s3_outages_named, write_cursor
@@ -54,19 +54,17 @@ def run_archive_batch(
         elif p in (recorded or {}).get(t, {}):
             resume.setdefault(t, {})[p] = recorded[t][p]
     with kafka_outages_named(bootstrap, "planning the batch"):
-        plan = kafka.plan_batch(partitions, resume, batch.max_records, batch.initial_offsets, consumer_group)
+        plan = kafka.plan_batch(partitions, resume, batch.max_records, batch.initial_offsets, consumer_group,
+                                config.isolation_level)
     result = ArchiveBatchResult(plan)
     last_index: dict[tuple[str, int], str | None] = {tp: c.index if c else None for tp, c in cursors.items()}
     if plan.total_records:
-        frame = read_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
-                                   f"{consumer_group}-spark-reader", config.reads_kafka_headers)
-        columns = ["topic", "partition", "offset", "value", "unix_millis(timestamp) AS timestamp_ms"]
-        if config.reads_kafka_headers:  # a dead letter is the whole record
-            columns += ["key", "headers"]
-        frame = frame.selectExpr(*columns)
+        archive = functools.partial(archive_arrow_batches, config, batch.outage_timeout_seconds,
+                                    dead_letter_client_config(kafka, config), bridge_name)
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
-            rows = frame.mapInArrow(functools.partial(archive_arrow_batches, config, batch.outage_timeout_seconds,
-                                                     dead_letter_client_config(kafka, config), bridge_name), SUMMARY_SCHEMA).collect()
+            rows = deliver_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
+                                         archive, SUMMARY_SCHEMA, config.reads_kafka_headers,
+                                         config.isolation_level)
         for row in rows:
             tp = (row["topic"], row["partition"])
             counts = result.per_partition.setdefault(f"{tp[0]}-{tp[1]}", dict.fromkeys(COUNTERS, 0))

@@ -70,9 +70,12 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, k
         s["bytes_uncompressed"] += f.writer.bytes_uncompressed
         s["bytes_written"] += f.writer.bytes_written
 
+    # A dead letter is the whole record; otherwise the key and headers are not turned into Python objects.
+    wanted = ["topic", "partition", "offset", "value", "timestamp_ms"] + (["key", "headers"] if cfg.reads_kafka_headers
+                                                                          else [])
     try:
         for batch in batches:
-            cols = batch.to_pydict()
+            cols = batch.select(wanted).to_pydict()
             for i in range(batch.num_rows):
                 tp = (cols["topic"][i], cols["partition"][i])
                 offset = cols["offset"][i]

@@ -4,6 +4,10 @@ records. Installed with `pip install`, it is found through its entry point; noth
 
 from __future__ import annotations
 
+import sys
+from typing import Iterator
+
+import pyarrow as pa
 from pydantic import Field
 
 from connectors.bridge import Bridge
@@ -17,19 +21,30 @@ class FileStreamSinkConfig(ConnectorConfig, KafkaTopicsKeys):
     file: str = Field(alias="file")
 
 
-def run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
-    from connectors.kafka.spark_read import read_offset_ranges
+def _lines(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """In the Spark task: each record's value as a line, back to the driver with its place."""
+    for batch in batches:
+        yield pa.RecordBatch.from_pydict({"partition": batch.column("partition"), "offset": batch.column("offset"),
+                                          "line": batch.column("value").cast(pa.string())})
 
+
+def run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
+    from pyspark import cloudpickle
+
+    from connectors.kafka.spark_read import deliver_offset_ranges
+
+    # The task function runs in the engine's Python workers, which import functions by module name; this plugin
+    # is installed beside the run, not on the engine, so its functions travel by value instead.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     admin, config = systems.kafka.admin(), bridge.config
     partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
     plan = admin.plan_batch(partitions, position, bridge.batch.max_records, bridge.batch.initial_offsets,
-                            bridge.consumer_group)
+                            bridge.consumer_group, config.isolation_level)
     lines = []
     if plan.total_records:
         with systems.spark.batch_session(bridge.name) as spark:
-            frame = read_offset_ranges(spark, admin.connection, plan.ranges, bridge.batch.outage_timeout_seconds,
-                                       f"{bridge.consumer_group}-spark-reader")
-            rows = frame.selectExpr("partition", "offset", "CAST(value AS STRING) AS line").collect()
+            rows = deliver_offset_ranges(spark, admin.connection, plan.ranges, bridge.batch.outage_timeout_seconds,
+                                         _lines, "partition int, offset long, line string", include_headers=False)
         lines = [row["line"] for row in sorted(rows, key=lambda row: (row["partition"], row["offset"]))]
         with open(config.file, "a", encoding="utf-8") as out:  # written before the offsets are recorded
             out.writelines(f"{line}\n" for line in lines)

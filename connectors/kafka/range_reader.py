@@ -1,0 +1,174 @@
+"""Executor side of every Kafka-reading bridge: one task reads its offset ranges with librdkafka, straight into
+Arrow batches of the columns the sinks' delivery takes (`KAFKA_RECORD_COLUMNS`).
+
+Why not Spark's Kafka source: it reads in the JVM and hands rows to Python through Arrow, and that route cost
+about as much CPU per record as a whole warm Kafka Connect worker (README, Measured). librdkafka fetches and
+decompresses in C, and a record costs the Python task a few attribute reads. The consumer never joins a
+group and never commits: `assign` at the range's start, read to its end, `unassign`. It is kept for the next
+task of the same Python worker (Spark reuses its Python workers), so a small batch does not pay for a new
+connection.
+
+A range ends when a record at or past its end arrives, or when the partition's end is reached at or past it:
+offsets the range cannot return (compacted away, aborted transactions under read_committed, transaction
+markers) never make it wait.
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from connectors.kafka.admin import PartitionRange
+from connectors.kafka.connection import client_logger
+from connectors.outage import Unreachable
+
+# The rows every Kafka-reading delivery path takes (Spark's Kafka source had them, with the timestamp in ms).
+RECORD_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp_ms", pa.int64()),
+    ("timestampType", pa.int32()), ("key", pa.binary()), ("value", pa.binary()),
+])
+HEADERS_FIELD = pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+RECORD_SCHEMA_WITH_HEADERS = RECORD_SCHEMA.append(HEADERS_FIELD)
+KAFKA_RECORD_COLUMNS = tuple(RECORD_SCHEMA_WITH_HEADERS.names)
+
+# Records per Arrow batch, as spark.sql.execution.arrow.maxRecordsPerBatch was: it bounds a task's memory
+# (a batch stays referenced until its records are acknowledged) whatever the range's size.
+BATCH_RECORDS = 2_000
+# How long one consume call may wait for the records it asked for before the task looks again; short, because
+# the last records of a range can be fewer than asked for (gaps) and the partition's end event ends it.
+_CONSUME_WAIT_S = 0.1
+# Errors that mean "the broker is not answering now": librdkafka retries them, and the outage timeout bounds it.
+_BROKER_SILENT = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+                            KafkaError._RESOLVE})
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """What a task needs to read Kafka: the librdkafka config (secrets included: it travels inside the Spark
+    plan like every client config, never logged), and how long a silent broker may take."""
+
+    client_config: dict[str, str] = field(repr=False)
+    bootstrap_servers: str
+    outage_timeout_s: float
+    include_headers: bool = True
+    batch_records: int = BATCH_RECORDS
+
+    def consumer_config(self) -> dict[str, object]:
+        return {
+            # librdkafka's consumer wants a group id even when it never joins: assign() only, no commits.
+            "group.id": "kafka-pubsub-bridge-range-reader",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            # The range is in the log already; at the default 500 ms, the fetch at a partition's end waits for
+            # records that are not coming before it reports the end.
+            "fetch.wait.max.ms": 10,
+            # Fewer, larger fetches: a 1 KiB record range is 1,000 records per round trip at the 1 MiB default.
+            "max.partition.fetch.bytes": 8 << 20,
+            # What the consumer fetches ahead of the task (librdkafka's default is 64 MiB): delivery is slower than
+            # reading, so more only holds memory.
+            "queued.max.messages.kbytes": 16 << 10,
+            # A start offset that retention deleted after the batch was planned fails the task (and the run):
+            # the next run's plan moves past the gap and reports it as records lost to retention.
+            "auto.offset.reset": "error",
+            "log_level": 3,
+            **self.client_config,
+        }
+
+
+class RangeReadError(RuntimeError):
+    """Kafka refused to serve a range (an error other than a broker that does not answer)."""
+
+
+_consumers: dict[tuple, object] = {}
+
+
+def _consumer(settings: ReaderSettings):
+    """A consumer for this client config, kept for the next task of this Python worker."""
+    key = tuple(sorted(settings.consumer_config().items()))
+    consumer = _consumers.get(key)
+    if consumer is None:
+        consumer = Consumer({**settings.consumer_config(), "logger": client_logger()})
+        _consumers[key] = consumer
+    return consumer
+
+
+@atexit.register
+def _close_consumers() -> None:
+    for consumer in _consumers.values():
+        consumer.close()
+    _consumers.clear()
+
+
+def read_ranges(settings: ReaderSettings, ranges: list[PartitionRange]) -> Iterator[pa.RecordBatch]:
+    """The records of each [start, end) range, in offset order, as Arrow batches of `RECORD_SCHEMA` (with
+    headers when `include_headers`)."""
+    consumer = _consumer(settings)
+    for partition_range in ranges:
+        if partition_range.count > 0:
+            try:
+                yield from _read_range(consumer, settings, partition_range)
+            finally:
+                consumer.unassign()
+
+
+def _read_range(consumer, settings: ReaderSettings, r: PartitionRange) -> Iterator[pa.RecordBatch]:
+    consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
+    next_offset = r.start
+    pending: list = []
+    last_progress = time.monotonic()
+    while next_offset < r.end:
+        messages = consumer.consume(num_messages=max(1, min(settings.batch_records - len(pending),
+                                                            r.end - next_offset)), timeout=_CONSUME_WAIT_S)
+        progressed = False
+        # Errors are rare and come as messages of their own; a range's records come in offset order.
+        for index in [i for i, m in enumerate(messages) if m.error() is not None]:
+            error = messages[index].error()
+            if error.code() == KafkaError._PARTITION_EOF:
+                progressed = True
+                if messages[index].offset() >= r.end:
+                    next_offset = r.end  # what is left of the range is gaps
+            elif not error.retriable() and error.code() not in _BROKER_SILENT:
+                raise RangeReadError(f"Kafka refused topic {r.topic} partition {r.partition} at offset "
+                                     f"{next_offset}: {error.str()}")
+        records = [m for m in messages if m.error() is None] if len(messages) else messages
+        if records and records[-1].offset() >= r.end:
+            records = [m for m in records if m.offset() < r.end]
+            next_offset = r.end
+        if records:
+            progressed = True
+            pending += records
+            next_offset = max(next_offset, records[-1].offset() + 1)
+        if len(pending) >= settings.batch_records or (pending and next_offset >= r.end):
+            yield _arrow_batch(r, pending, settings.include_headers)
+            pending = []
+        if progressed:
+            last_progress = time.monotonic()
+        elif time.monotonic() - last_progress > settings.outage_timeout_s:
+            raise Unreachable(f"Kafka at {settings.bootstrap_servers} did not answer for "
+                              f"{settings.outage_timeout_s:.0f} s while reading topic {r.topic} partition "
+                              f"{r.partition} at offset {next_offset}; the run recorded nothing")
+
+
+def _arrow_batch(r: PartitionRange, messages: list, include_headers: bool) -> pa.RecordBatch:
+    n = len(messages)
+    timestamps = [m.timestamp() for m in messages]
+    columns = [
+        pa.array([r.topic] * n, pa.string()),
+        pa.array([r.partition] * n, pa.int32()),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.array([t[1] for t in timestamps], pa.int64()),
+        # librdkafka: 0 none, 1 create time, 2 log append time; Kafka's Java types are one less.
+        pa.array([t[0] - 1 for t in timestamps], pa.int32()),
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+    ]
+    if not include_headers:
+        return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
+    columns.append(pa.array([m.headers() for m in messages], HEADERS_FIELD.type))
+    return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA_WITH_HEADERS)
