@@ -1,4 +1,4 @@
-"""Fetch and build what the local servers and Spark need: Kafka jars, Spark's Kafka source, pstest.
+"""Fetch and build what the local servers need: Kafka, Pulsar, Kafka Connect and registry jars, pstest.
 
 Everything lands in the cache folder once and is reused. Maven and Go do the resolving, so
 versions are pinned in the pom files and go.sum beside this module.
@@ -18,16 +18,6 @@ from pathlib import Path
 from typing import Iterator
 
 from bridgectl.paths import STACK_FILES, cache_dir
-
-# pyspark already ships Scala, Hadoop client, snappy, lz4 and slf4j; copying only these avoids two
-# versions of one class on the classpath.
-SPARK_KAFKA_ARTIFACTS = (
-    "spark-sql-kafka-0-10_2.13",
-    "spark-token-provider-kafka-0-10_2.13",
-    "kafka-clients",
-    "commons-pool2",
-)
-
 
 PROGRESS_EVERY_S = 15
 
@@ -66,18 +56,15 @@ def require_tool(name: str, purpose: str) -> str:
     return path
 
 
-def _copy_maven_dependencies(what: str, pom: Path, target: Path, include: tuple[str, ...] = (),
-                             transitive: bool = True) -> None:
+def _copy_maven_dependencies(what: str, pom: Path, target: Path, transitive: bool = True) -> None:
     mvn = require_tool("mvn", "Apache Maven, to fetch jars from Maven Central")
-    require_tool("java", "OpenJDK 17, to run Kafka and Spark")
+    require_tool("java", "OpenJDK 17, to run the servers")
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     cmd = [
         mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
         f"-DoutputDirectory={partial}", "-DincludeScope=runtime",
     ]
-    if include:
-        cmd.append("-DincludeArtifactIds=" + ",".join(include))
     if not transitive:
         cmd.append("-DexcludeTransitive=true")
     with first_run_step(f"fetching {what} from Maven Central"):
@@ -124,15 +111,6 @@ def schema_registry_app() -> Path:
         partial.rename(target)
         shutil.rmtree(archives)
     return runner
-
-
-def spark_kafka_jars() -> list[str]:
-    """Jar files that add Spark's Kafka source to the pinned pyspark."""
-    target = cache_dir() / "spark-kafka-libs"
-    if not target.is_dir():
-        _copy_maven_dependencies("Spark's Kafka source (spark-sql-kafka-0-10)",
-                                 STACK_FILES / "maven" / "spark-kafka.pom.xml", target, SPARK_KAFKA_ARTIFACTS)
-    return sorted(str(p) for p in target.glob("*.jar"))
 
 
 def kafka_connect_jars() -> Path:

@@ -32,8 +32,9 @@ from bridgectl.processes import process_start_ticks
 DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 19094, "kafka_target_controller": 19095,
                  "pubsub": 18085, "pubsublite": 18086, "s3": 15000, "pulsar": 16650, "pulsar_web": 18090,
                  "pulsar_bookie": 13181, "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080,
-                 "spark_cluster": 15003, "spark_cluster_tls": 15443, "schema_registry": 18081}
+                 "spark_cluster": 15003, "spark_cluster_tls": 15443, "schema_registry": 18081, "kafka_sasl": 19096}
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
+# kafka_sasl: the first cluster's SASL_PLAINTEXT listener (mechanism PLAIN), for clients that authenticate.
 # kafka_target: a second Kafka cluster, what a Kafka -> Kafka bridge replicates to.
 # pulsar: an Apache Pulsar standalone (broker, embedded bookie), a target of replication.
 # schema_registry: Apicurio Registry serving Confluent's Schema Registry API (in-memory: schemas go with it).
@@ -57,8 +58,8 @@ class ServiceStatus:
 
 
 # The service whose process listens on a port of another name.
-PORT_OWNERS = {"kafka_controller": "kafka", "kafka_target_controller": "kafka_target", "pulsar_web": "pulsar",
-               "pulsar_bookie": "pulsar",
+PORT_OWNERS = {"kafka_controller": "kafka", "kafka_sasl": "kafka", "kafka_target_controller": "kafka_target",
+               "pulsar_web": "pulsar", "pulsar_bookie": "pulsar",
                "spark_master_ui": "spark_master"}
 
 
@@ -168,6 +169,21 @@ class LocalStack:
                 "BRIDGE_SPARK_REMOTE_TOKEN": self.cluster_token(),
                 "BRIDGE_SPARK_CLUSTER_MASTER": self.master_url()}
 
+    def kafka_sasl_bootstrap_servers(self) -> str:
+        """The first cluster's SASL_PLAINTEXT listener; its user and password: `kafka_sasl_credentials()`."""
+        return f"127.0.0.1:{self.ports()['kafka_sasl']}"
+
+    def kafka_sasl_credentials(self) -> tuple[str, str]:
+        """The user the SASL listener takes (mechanism PLAIN), its password made once (file mode 600)."""
+        return "bridge", self._secret(self.home / "kafka" / "sasl-password")
+
+    def _secret(self, path: Path) -> str:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
     def schema_registry_url(self) -> str:
         return f"http://127.0.0.1:{self.ports()['schema_registry']}{SCHEMA_REGISTRY_PATH}"
 
@@ -176,12 +192,7 @@ class LocalStack:
 
     def cluster_token(self) -> str:
         """The bearer token the cluster's Spark Connect server requires, made once (file mode 600)."""
-        path = self.home / "spark-cluster" / "token"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch(mode=0o600)
-            path.write_text(secrets.token_urlsafe(32))
-        return path.read_text().strip()
+        return self._secret(self.home / "spark-cluster" / "token")
 
     def status(self) -> list[ServiceStatus]:
         ports = self.ports()
@@ -271,15 +282,27 @@ class LocalStack:
         data_dir = self.home / KAFKA_DATA[name]
         props = self.home / name / "server.properties"
         props.parent.mkdir(parents=True, exist_ok=True)
+        props.touch(mode=0o600)  # it holds the SASL listener's password
+        props.chmod(0o600)
+        listeners = [f"PLAINTEXT://127.0.0.1:{ports[name]}"]
+        sasl = []
+        if f"{name}_sasl" in ports:  # the first cluster also takes SASL PLAIN, for clients that authenticate
+            listeners.append(f"SASL_PLAINTEXT://127.0.0.1:{ports[name + '_sasl']}")
+            user, password = self.kafka_sasl_credentials()
+            sasl = ["sasl.enabled.mechanisms=PLAIN",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'user_{user}="{password}";']
         props.write_text("\n".join([
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.bootstrap.servers=127.0.0.1:{ports[name + '_controller']}",
-            f"listeners=PLAINTEXT://127.0.0.1:{ports[name]},CONTROLLER://127.0.0.1:{ports[name + '_controller']}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports[name]}",
+            f"listeners={','.join(listeners)},CONTROLLER://127.0.0.1:{ports[name + '_controller']}",
+            f"advertised.listeners={','.join(listeners)}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            *sasl,
             f"log.dirs={data_dir}",
             "num.partitions=1",
             "offsets.topic.replication.factor=1",
@@ -290,6 +313,9 @@ class LocalStack:
             "share.coordinator.state.topic.replication.factor=1",
             "share.coordinator.state.topic.min.isr=1",
             "group.initial.rebalance.delay.ms=0",
+            # The log cleaner looks for compactable segments every second, not every 15 s, so compacted
+            # topics (and the tests of them) see compaction soon.
+            "log.cleaner.backoff.ms=1000",
             "",
         ]))
         return props

@@ -61,7 +61,7 @@ def connect_server_command(port: int, master: str, conf: dict[str, str]) -> list
                "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
                "--name", "kafka-pubsub-bridge-engine", "--master", master,
                "--driver-memory", os.environ.get("BRIDGE_SPARK_DRIVER_MEMORY", "2g"),
-               "--driver-java-options", _java_options(), "--jars", ",".join(fetch.spark_kafka_jars())]
+               "--driver-java-options", _java_options()]
     for key, value in confs.items():
         command += ["--conf", f"{key}={value}"]
     return command

@@ -14,6 +14,7 @@ from confluent_kafka.admin import (
 )
 from google.api_core.retry import Retry
 
+from connectors.errors import BatchError
 from connectors.kafka.connection import KafkaConnection, client_logger
 
 # {topic: {partition: offset}}; JSON-friendly (partition keys become strings in metadata).
@@ -71,15 +72,43 @@ class BatchPlan:
         )
 
 
+class KafkaRefusedCredentials(BatchError):
+    """Kafka answered, but refused the client's SASL credentials: one line, without the password."""
+
+
 class KafkaAdmin:
     def __init__(self, connection: KafkaConnection):
         self.connection = connection
-        self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3, "logger": client_logger()})
+        self._authentication_error: str | None = None
+        self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3, "logger": client_logger(),
+                                   "error_cb": self._on_error})
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._AUTHENTICATION:
+            self._authentication_error = error.str()
+
+    def _refused_credentials(self) -> KafkaRefusedCredentials | None:
+        """After a failed call: the broker refused our credentials (librdkafka reports only a transport failure
+        to the call, and the reason to the error callback, served here)."""
+        self._admin.poll(0)
+        if self._authentication_error is None:
+            return None
+        c = self.connection
+        reason = self._authentication_error.split(": ", 1)[-1]  # without the broker's address prefix
+        return KafkaRefusedCredentials(f"Kafka at {c.bootstrap_servers} refused the credentials of user "
+                                       f"{c.sasl_username!r} ({c.security_protocol}, {c.sasl_mechanism}): {reason}; "
+                                       "the run recorded nothing")
 
     # --- topics ------------------------------------------------------------------------------
     def partitions(self, topics: list[str] | None = None, topics_regex: str | None = None) -> dict[str, list[int]]:
         """Partitions of the named topics, or of every topic matching the regex (whole-name match)."""
-        metadata = self._admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+        try:
+            metadata = self._admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+        except KafkaException:
+            refused = self._refused_credentials()
+            if refused is not None:
+                raise refused from None
+            raise
         if topics_regex is not None:
             pattern = re.compile(topics_regex)
             names = [t for t in metadata.topics if pattern.fullmatch(t) and not t.startswith("__")]
