@@ -12,11 +12,13 @@ import base64
 from typing import Iterator, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from connectors.cloud_pubsub.wire import EncodedMessages, encode_messages
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.convert import (
-    KEY_ATTRIBUTE, MAX_MESSAGE_BYTES, MAX_ORDERING_KEY_BYTES, CloudPubSubSinkConverter, OutgoingMessage,
-    _Attributes, _attribute_problem,
+    KEY_ATTRIBUTE, MAX_ATTRIBUTE_VALUE_BYTES, MAX_MESSAGE_BYTES, MAX_ORDERING_KEY_BYTES, CloudPubSubSinkConverter,
+    OutgoingMessage, _Attributes, _attribute_problem,
 )
 from connectors.kafka.record import RecordError
 from connectors.kafka_connect.bytes_text import BASE64
@@ -31,6 +33,34 @@ class ColumnarConverter:
         self.config = config
         self.record_converter = CloudPubSubSinkConverter(config, topic_schemas)
         self.kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
+        # The seed's defaults and the like: each message is the value as data and the key as its one attribute,
+        # so a whole batch can be encoded at once (encoded()).
+        self.encodes_batches = (self.kinds.columnar and config.message_format == "attributes"
+                                and not config.metadata_publish and not config.headers_publish
+                                and config.ordering_key_source == "none")
+
+    def encoded(self, batch: pa.RecordBatch) -> EncodedMessages | None:
+        """The batch's messages encoded column-wise (wire.py), when every row converts to a message with the key
+        as its only attribute; None when a row needs the rules row by row (a key or value that is not UTF-8, a
+        key over the attribute limit, a message over Pub/Sub's, a record with nothing to publish)."""
+        if not self.encodes_batches:
+            return None
+        keys, values = batch.column("key"), batch.column("value")
+        try:
+            keys.cast(pa.string())  # every key is UTF-8 text (else base64 with key.encoding, or a bad record)
+            if self.kinds.value_is_string:
+                values.cast(pa.string())
+        except pa.ArrowInvalid:
+            return None
+        key_bytes, value_bytes = pc.binary_length(keys), pc.binary_length(values)
+        if (pc.max(key_bytes).as_py() or 0) > MAX_ATTRIBUTE_VALUE_BYTES:
+            return None
+        if (pc.max(value_bytes).as_py() or 0) > MAX_MESSAGE_BYTES:
+            return None
+        nothing_to_publish = pc.and_(pc.is_null(keys), pc.equal(pc.fill_null(value_bytes, 0), 0))
+        if pc.any(nothing_to_publish).as_py():
+            return None
+        return encode_messages(values, KEY_ATTRIBUTE, keys)
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         """(row, outcome) for every row of a batch of Spark's Kafka rows, in order."""

@@ -17,7 +17,7 @@ import pyarrow as pa
 from google.pubsub_v1.types import PubsubMessage
 
 from connectors.cloud_pubsub.clients import PubSubConnection
-from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher
+from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher, RowRun
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import PerTarget, is_routed
@@ -65,8 +65,12 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
     message_pb = PubsubMessage.pb()
 
     def acked(origins: list) -> None:
-        for slot, row in origins:
-            slot.counts(row).published += 1
+        for origin in origins:
+            if isinstance(origin, RowRun):  # encoded messages of rows of one single-partition batch
+                origin.origin.counts(origin.first).published += origin.count
+            else:
+                slot, row = origin
+                slot.counts(row).published += 1
 
     def rejected(origin, message, error: Exception) -> None:
         slot, row = origin
@@ -88,6 +92,10 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
     try:
         for batch in batches:
             slot = TalliedBatch(batch, tally)
+            encoded = converter.encoded(batch) if not routed and slot.single is not None else None
+            if encoded is not None:
+                publisher_for("").add_encoded(encoded, slot)
+                continue
             topics = batch.column("topic").to_pylist() if routed else None
             publisher = None if routed else publisher_for("")
             for row, outcome in converter.convert(batch):
@@ -108,7 +116,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
             publisher.close(max(0.0, deadline - time.monotonic()))
         tally.flush_dead_letters()
     except PublishFailed as exc:
-        slot, row = exc.origins[0]
+        slot, row = exc.origins[0][:2]  # (slot, row), or a RowRun's slot and first row
         topic_path = cfg.topic_path(slot.record(row).topic)
         if exc.unanswered:
             raise Unreachable(f"Pub/Sub at {task.connection.address} did not answer for {task.outage_timeout_s:.0f} s "

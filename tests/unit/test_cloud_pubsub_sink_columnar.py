@@ -83,3 +83,33 @@ def test_rows_without_a_headers_column_give_the_same_messages(value_converter):
 
     assert outcomes(without) == outcomes(batch)
     assert [r.headers for r in records_from_arrow(without)] == [[]] * batch.num_rows
+
+
+@pytest.mark.parametrize("key_converter, value_converter", [(STRING, STRING), (BYTES, BYTES), (BYTES, STRING)])
+def test_a_batch_encoded_at_once_decodes_to_the_record_rules_messages(key_converter, value_converter):
+    from google.pubsub_v1.types import PublishRequest
+
+    from connectors.cloud_pubsub.wire import field_bytes
+
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c",
+                                                   "key.converter": key_converter, "value.converter": value_converter})
+    columnar = ColumnarConverter(config)
+    batch = awkward_kafka_rows()
+    rows = [i for i, (_, outcome) in enumerate(columnar.convert(batch))
+            if outcome is not None and not isinstance(outcome, RecordError) and not outcome.attributes.keys() - {"key"}]
+    whole = batch.take(rows)  # only rows that become messages with at most the key attribute
+    encoded = columnar.encoded(whole)
+    assert encoded is not None and len(encoded) == len(rows) > 10
+    decoded = PublishRequest.pb().FromString(field_bytes(1, b"c") + bytes(encoded.chunk(0, len(rows)))).messages
+    expected = [CloudPubSubSinkConverter(config).convert(r) for r in records_from_arrow(whole)]
+    assert [(m.data, dict(m.attributes)) for m in decoded] == [(m.data, m.attributes) for m in expected]
+    assert list(encoded.sizes) == [m.size() for m in expected]
+    # Any row the rules must look at alone (bad UTF-8, an over-long key, nothing to publish) sends the batch there.
+    assert columnar.encoded(batch) is None
+
+
+def test_no_batch_encoding_with_more_than_the_key_as_attributes():
+    for extra in ({"metadata.publish": True}, {"headers.publish": True}, {"orderingKeySource": "key"},
+                  {"value.converter": "org.apache.kafka.connect.json.JsonConverter"}):
+        config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c", **extra})
+        assert not ColumnarConverter(config).encodes_batches

@@ -127,3 +127,48 @@ def test_requests_at_the_threshold_are_gzipped(service):
     publisher, acked, _ = _publish(channel, [(b"z" * 2000, ""), (b"s", "")], max_messages=1,
                                    compression_threshold=1000)
     assert publisher.compressed_requests == 1 and sorted(acked) == [0, 1]
+
+
+def _publish_encoded(channel, batches: list[list[bytes]], **settings):
+    """Each batch's messages (data only) encoded at once, its origin its index in `batches`."""
+    import pyarrow as pa
+
+    from connectors.cloud_pubsub.request_publisher import RowRun
+    from connectors.cloud_pubsub.wire import encode_messages
+
+    acked, rejected = [], []
+    publisher = RequestPublisher(channel, TOPIC, _settings(**settings), acked.extend,
+                                 lambda origin, message, error: rejected.append((origin, message.data)))
+    for index, values in enumerate(batches):
+        publisher.add_encoded(encode_messages(pa.array(values, pa.binary())), index)
+    publisher.close(10)
+    # Acknowledged encoded requests name their rows as runs; a message retried alone, as (origin, row).
+    return [row for origin in acked for row in (origin.rows() if isinstance(origin, RowRun) else [origin])], rejected
+
+
+def test_encoded_batches_make_the_requests_add_would(service):
+    scripted, channel = service
+    batches = [[b"a%d" % i for i in range(23)], [b"b%d" % i for i in range(14)]]
+    acked, rejected = _publish_encoded(channel, batches)
+    assert sorted(acked) == sorted((b, r) for b, values in enumerate(batches) for r in range(len(values)))
+    assert rejected == []
+    # 10 a request, the first batch's last three topped up by the second's first seven (requests without an
+    # ordering key may complete in any order).
+    assert sorted(r[0] for r in scripted.received) == [b"a0", b"a10", b"a20", b"b7"]
+    assert sorted(len(r) for r in scripted.received) == [7, 10, 10, 10]
+
+
+def test_encoded_requests_keep_to_max_bytes_and_a_large_message_goes_alone(service):
+    scripted, channel = service
+    # As add() counts them, 15 bytes a small message (10 + 5 of framing), 105 the large one; max 60 bytes.
+    acked, _ = _publish_encoded(channel, [[b"x" * 10] * 6 + [b"y" * 100] + [b"z" * 10] * 2], max_bytes=60)
+    assert sorted((len(r), r[0][:1]) for r in scripted.received) == [(1, b"y"), (2, b"x"), (2, b"z"), (4, b"x")]
+    assert len(acked) == 9
+
+
+def test_a_rejected_encoded_request_is_retried_message_by_message(service):
+    scripted, channel = service
+    acked, rejected = _publish_encoded(channel, [[b"k1", b"bad", b"k2"]], max_messages=3)
+    assert rejected == [((0, 1), b"bad")]
+    assert sorted(acked) == [(0, 0), (0, 2)]
+    assert sorted(d for r in scripted.received for d in r) == [b"k1", b"k2"]
