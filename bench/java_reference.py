@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from bench.data import PROJECT, unique_name
-from bench.process_memory import tree_cpu_seconds
+from bench.process_memory import tree_cpu_seconds, tree_rss_by_kind
 from bench.tls_front import TRUST_STORE_PASSWORD
 from bridgectl import fetch
 from bridgectl.local_stack import _free_port
@@ -133,8 +133,9 @@ def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, r
     """Wait until `records` arrived in `kafka_topic`: the row (first to last arrival, the worker's CPU from
     the first record seen to done)."""
     partitions = admin.partitions([kafka_topic])
-    first_cpu = None
+    first_cpu, peak = None, 0
     while True:
+        peak = max(peak, _rss(worker))
         written = sum(admin.end_offsets(partitions).get(kafka_topic, {}).values())
         if written and first_cpu is None:
             first_cpu = tree_cpu_seconds(worker.pid)
@@ -144,19 +145,20 @@ def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, r
         _check(worker, log, deadline)
         time.sleep(0.1)
     first, last = arrival_span(kafka_topic, partitions[kafka_topic], records)
-    return _row(records, last - first, done_cpu - first_cpu)
+    return _row(records, last - first, done_cpu - first_cpu, peak)
 
 
 def _sink_done(admin, worker: subprocess.Popen, log: Path, name: str, topic: str,
-               deadline: float) -> tuple[float, float]:
+               deadline: float) -> tuple[float, float, int]:
     """Wait until the sink connector `name` committed all of `topic`: (seconds from its first partition
-    assignment to done, the worker's CPU seconds over that span)."""
+    assignment to done, the worker's CPU seconds over that span, its peak resident bytes until then)."""
     partitions = admin.partitions([topic])
     end = sum(admin.end_offsets(partitions).get(topic, {}).values())
     assigned = re.compile(rf"^(\d{{13}}) .*\[task-thread-{re.escape(name)}-\d+\].*Adding newly assigned partitions",
                           re.M)
-    assigned_cpu = None
+    assigned_cpu, peak = None, 0
     while True:
+        peak = max(peak, _rss(worker))
         if assigned_cpu is None and assigned.search(log.read_text(errors="replace")):
             assigned_cpu = tree_cpu_seconds(worker.pid)
         committed = admin.committed_offsets(f"connect-{name}", partitions).get(topic, {})
@@ -166,7 +168,12 @@ def _sink_done(admin, worker: subprocess.Popen, log: Path, name: str, topic: str
         _check(worker, log, deadline)
         time.sleep(0.1)
     first = int(assigned.search(log.read_text(errors="replace")).group(1)) / 1000
-    return done - first, done_cpu - (assigned_cpu or 0.0)
+    return done - first, done_cpu - (assigned_cpu or 0.0), peak
+
+
+def _rss(worker: subprocess.Popen) -> int:
+    """The worker JVM's resident bytes now (sampled every 0.1 s by the waits above)."""
+    return sum(tree_rss_by_kind(worker.pid).values())
 
 
 def _add_connector(port: int, config: dict[str, str]) -> None:
@@ -199,9 +206,9 @@ def arrival_span(topic: str, partitions: list[int], records: int) -> tuple[float
     return min(stamps) / 1000, max(stamps) / 1000
 
 
-def _row(records: int, seconds: float, cpu_s: float) -> dict:
+def _row(records: int, seconds: float, cpu_s: float, peak_bytes: int) -> dict:
     return {"records": records, "seconds": round(seconds, 3), "cpu_s": round(cpu_s, 2),
-            "cpu_per_100k": round(cpu_s * 100_000 / records, 2)}
+            "cpu_per_100k": round(cpu_s * 100_000 / records, 2), "peak_mb": round(peak_bytes / 1e6)}
 
 
 def _properties(path: Path, values: dict[str, str]) -> None:

@@ -33,6 +33,8 @@ AVRO_SINK_SETTINGS = {**STRING_KEYS, "value.converter": "io.confluent.connect.av
 AVRO_LABEL = "Avro (Schema Registry), seed defaults"
 LITE_SINK_SETTINGS = {"seed defaults": {}, "ordering mode KAFKA": {"pubsublite.ordering.mode": "KAFKA"}}
 WARM_UP_RECORDS = 2_000
+CONNECTORS = frozenset({"CloudPubSubSinkConnector", "PubSubLiteSinkConnector", "S3BlockGzipSinkConnector",
+                        "CloudPubSubSourceConnector", "PubSubLiteSourceConnector"})
 ARCHIVE_SETTINGS = {"seed defaults (64 MiB blocks)": {}, "1 MiB blocks": {"compressed_block_size": 1 << 20}}
 
 
@@ -56,7 +58,9 @@ def main() -> None:
                         help="Cloud Pub/Sub source: pstest's Pull scans the whole backlog per call")
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--only", default="", help="a comma list of connectors to measure (default: every one)")
     args = parser.parse_args()
+    only = frozenset(filter(None, args.only.split(",")))
 
     from connectors.bridge import BatchSettings
     from connectors.kafka.admin import KafkaAdmin
@@ -82,23 +86,37 @@ def main() -> None:
         print(f"{connector:28} {args.engine:8} {size:5} B  {settings:32} {records:>8,} in {seconds:6.1f} s",
               flush=True)
 
-    first_batches = warm_up(spark, admin, args.records)
+    first_batches = warm_up(spark, admin, args.records, only)
     batch = BatchSettings(max_records=args.records, initial_offsets="earliest")
     for size in [int(s) for s in args.sizes.split(",")]:
         source_topic = kafka_topic(unique_name(f"bench-{size}"), PARTITIONS, args.records, size)
-        _cloud_sink(measure, spark, admin, source_topic, size, batch)
-        if size >= 1024:
-            _cloud_sink_avro(measure, spark, admin, size, batch)
-        lite_subscription = _lite_sink(measure, spark, admin, source_topic, size, batch)
-        _archive(measure, spark, admin, source_topic, size, batch)
-        _cloud_source(measure, spark, admin, size, args.source_records)
-        _lite_source(measure, spark, admin, lite_subscription, size, args.records)
+        _each(only, measure, spark, admin, source_topic, size, batch, args.source_records, args.records)
     with open(args.out, "w") as out:
         json.dump({"engine": args.engine, "session_start_s": round(start_s, 2), "first_batches": first_batches,
                    "rows": [asdict(r) for r in rows]}, out, indent=1)
 
 
-def warm_up(spark, admin, records: int) -> list[dict]:
+def _each(only, measure, spark, admin, topic, size, batch, source_records, lite_records) -> None:
+    """Every connector's rows (those in `only`, when it names any); the Lite source reads what the Lite sink
+    published, so it brings the Lite sink's rows with it."""
+    def wanted(*connectors: str) -> bool:
+        return not only or any(c in only for c in connectors)
+
+    if wanted("CloudPubSubSinkConnector"):
+        _cloud_sink(measure, spark, admin, topic, size, batch)
+        if size >= 1024:
+            _cloud_sink_avro(measure, spark, admin, size, batch)
+    if wanted("PubSubLiteSinkConnector", "PubSubLiteSourceConnector"):
+        lite_subscription = _lite_sink(measure, spark, admin, topic, size, batch)
+    if wanted("S3BlockGzipSinkConnector"):
+        _archive(measure, spark, admin, topic, size, batch)
+    if wanted("CloudPubSubSourceConnector"):
+        _cloud_source(measure, spark, admin, size, source_records)
+    if wanted("PubSubLiteSourceConnector"):
+        _lite_source(measure, spark, admin, lite_subscription, size, lite_records)
+
+
+def warm_up(spark, admin, records: int, only: frozenset[str] = frozenset()) -> list[dict]:
     """One batch of each connector (and each setting) before the rows, untimed there: the seconds of each.
 
     Why: a connector's first batch on an engine also imports its code into the Python workers, and the
@@ -118,12 +136,12 @@ def warm_up(spark, admin, records: int) -> list[dict]:
 
     size, small = 100, BatchSettings(max_records=WARM_UP_RECORDS, initial_offsets="earliest")
     topic = kafka_topic(unique_name("warm-up"), PARTITIONS, records, size)
-    _cloud_sink(record, spark, admin, topic, size, BatchSettings(max_records=records, initial_offsets="earliest"))
-    _cloud_sink_avro(record, spark, admin, 1024, small)
-    lite_subscription = _lite_sink(record, spark, admin, topic, size, small)
-    _archive(record, spark, admin, topic, size, small)
-    _cloud_source(record, spark, admin, size, WARM_UP_RECORDS)
-    _lite_source(record, spark, admin, lite_subscription, size, WARM_UP_RECORDS)
+    if not only or "CloudPubSubSinkConnector" in only:
+        _cloud_sink(record, spark, admin, topic, size, BatchSettings(max_records=records, initial_offsets="earliest"))
+        _cloud_sink_avro(record, spark, admin, 1024, small)
+    rest = (only or CONNECTORS) - {"CloudPubSubSinkConnector"}  # warmed up with a whole batch above
+    if rest:
+        _each(rest, record, spark, admin, topic, size, small, WARM_UP_RECORDS, WARM_UP_RECORDS)
     return first
 
 

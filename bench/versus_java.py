@@ -1,0 +1,95 @@
+"""The Cloud Pub/Sub sink against a warm Java worker, side by side in one run (about 6 minutes on 2 cores):
+
+    python -m bench.versus_java [--records 100000] [--sizes 100,1024]
+
+On one fresh stack, for each record size: the released Java connector's sink (tasks.max=2, seed defaults) on a
+warm Kafka Connect worker (bench.java_reference), then ours at seed defaults in one micro-batch on the classic
+engine and on the warm Spark Connect engine (bench.throughput, after its untimed warm-up batch). Prints one table
+of ratios (throughput, CPU per record, peak memory) and writes bench/versus_java.json. `python -m bench` measures
+the same rows among all the others; this part is the quick check of the speed targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.markdown import Markdown
+
+from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.data import kafka_topic, pubsub_topic, unique_name
+from bench.java_reference import java_reference
+
+RESULTS = Path(__file__).resolve().parent / "versus_java.json"
+CONNECTOR = "CloudPubSubSinkConnector"
+
+
+def java_warm_sink(size: int, records: int) -> dict:
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
+    folder = BENCH_STACK_HOME / "java-reference"
+    shutil.rmtree(folder, ignore_errors=True)
+    with java_reference(folder) as reference:
+        topic = kafka_topic(unique_name(f"java-{size}"), 4, records, size)
+        warm_up = kafka_topic(unique_name(f"java-warm-up-{size}"), 4, records, size)
+        fresh_pubsub()
+        destination, _ = pubsub_topic(unique_name("java-sink"), subscribe=False)
+        return reference.sink(admin, topic, destination.rsplit("/", 1)[-1], records, tasks_max=2,
+                              warm_up_topic=warm_up)
+
+
+def ours(engine: str, sizes: str, records: int) -> list[dict]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([sys.executable, "-m", "bench.throughput", "--engine", engine, "--records", str(records),
+                        "--sizes", sizes, "--only", CONNECTOR, "--out", out.name], check=True)
+        rows = json.loads(Path(out.name).read_text())["rows"]
+    return [r for r in rows if r["settings"] == "seed defaults"]
+
+
+def render(results: dict) -> str:
+    lines = [f"Measured {results['date']} on {results['cores']} cores, {results['records']:,} records per row, "
+             "4 partitions, seed defaults; Java: the 1.3.3 sink, tasks.max=2, on a warm worker.", "",
+             "| size | engine | ours records/s | Java records/s | × Java | ours CPU s per 100k | Java CPU s per 100k "
+             "| CPU ÷ Java's | ours peak MB | Java peak MB | memory ÷ Java's |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in results["ours"]:
+        java = results["java"][str(row["size"])]
+        rate, java_rate = row["records"] / row["seconds"], java["records"] / java["seconds"]
+        cpu, java_cpu = row["cpu_s"] * 100_000 / row["records"], java["cpu_per_100k"]
+        lines.append(f"| {row['size']} B | {row['engine']} | {rate:,.0f} | {java_rate:,.0f} | {rate / java_rate:.2f} | "
+                     f"{cpu:.2f} | {java_cpu:.2f} | {cpu / java_cpu:.2f} | {row['peak_mb']:,} | {java['peak_mb']:,} | "
+                     f"{row['peak_mb'] / java['peak_mb']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--sizes", default="100,1024")
+    args = parser.parse_args()
+    console = Console(stderr=True)
+    results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
+               "java": {}, "ours": []}
+    with bench_stack():
+        for size in [int(s) for s in args.sizes.split(",")]:
+            console.print(f"the Java sink on a warm worker, {size} B ...")
+            results["java"][str(size)] = java_warm_sink(size, args.records)
+        for engine in ("classic", "connect"):
+            console.print(f"ours on the {engine} engine ...")
+            results["ours"] += ours(engine, args.sizes, args.records)
+    RESULTS.write_text(json.dumps(results, indent=1))
+    Console().print(Markdown(render(results)))
+
+
+if __name__ == "__main__":
+    main()
