@@ -63,7 +63,7 @@ class ColumnarConverter:
         return encode_messages(values, KEY_ATTRIBUTE, keys)
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
-        """(row, outcome) for every row of a batch of Spark's Kafka rows, in order."""
+        """(row, outcome) for every row of a batch of Kafka rows (range_reader.RECORD_SCHEMA), in order."""
         if self.kinds.columnar and self.config.message_format == "attributes":
             yield from self._convert_columns(batch)
         else:

@@ -135,6 +135,6 @@ class KafkaTopicsKeys(BaseModel):
 
     @property
     def reads_kafka_headers(self) -> bool:
-        """Whether delivery uses the records' headers. When it does not, Spark's Kafka reader leaves them
-        out, which saves it about a third of its CPU per record (measured: 2.2-2.5 -> 1.3 s per 100k)."""
+        """Whether delivery uses the records' headers. When it does not, the Kafka reader does not build them
+        (a list of tuples per record, turned into an Arrow list of structs)."""
         return True

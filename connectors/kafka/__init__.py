@@ -1,1 +1,1 @@
-"""Kafka access shared by every connector: the admin helper and Spark's Kafka source."""
+"""Kafka access shared by every connector: the admin helper, the range reader, the dead-letter queue."""

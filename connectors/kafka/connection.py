@@ -1,5 +1,4 @@
-"""How to reach a Kafka cluster, rendered for both client families the bridge uses:
-librdkafka (confluent-kafka: admin, producers) and the Java client inside Spark's Kafka source."""
+"""How to reach a Kafka cluster, as librdkafka (confluent-kafka) takes it: admin, the range reader, producers."""
 
 from __future__ import annotations
 
@@ -8,12 +7,6 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Literal
-
-_JAAS_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
 
 
 @dataclass(frozen=True)
@@ -33,18 +26,6 @@ class KafkaConnection:
             config.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username or "",
                            "sasl.password": self.sasl_password or ""})
         return config
-
-    def java_client_options(self) -> dict[str, str]:
-        """Options for Spark's Kafka source, without the `kafka.` prefix and without bootstrap servers."""
-        options = {"security.protocol": self.security_protocol}
-        if self.sasl_mechanism:
-            user = (self.sasl_username or "").replace('"', '\\"')
-            password = (self.sasl_password or "").replace('"', '\\"')
-            options["sasl.mechanism"] = self.sasl_mechanism
-            options["sasl.jaas.config"] = (
-                f'{_JAAS_MODULES[self.sasl_mechanism]} required username="{user}" password="{password}";'
-            )
-        return options
 
 
 class _OncePerMinute(logging.Filter):

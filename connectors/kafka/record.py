@@ -33,7 +33,7 @@ class RecordError(BatchError, ValueError):
 
 
 def records_from_arrow(batch: pa.RecordBatch) -> Iterator[KafkaRecord]:
-    """Records from a batch of Spark's Kafka source rows (timestamp as `timestamp_ms`); without a headers
+    """Records from a batch of Kafka rows (range_reader.RECORD_SCHEMA) (timestamp as `timestamp_ms`); without a headers
     column (a connector that does not read them), records have none."""
     columns = batch.to_pydict()
     headers = columns.get("headers") or [None] * batch.num_rows

@@ -59,7 +59,7 @@ class SinkTally:
         counts.bytes += len(record.value or b"") + len(record.key or b"")
 
     def read_batch(self, batch: pa.RecordBatch) -> list[PartitionCounts]:
-        """read() for a whole batch of Spark's Kafka rows, counted by column; the partitions it holds."""
+        """read() for a whole batch of Kafka rows, counted by column; the partitions it holds."""
         sizes = pc.add(pc.fill_null(pc.binary_length(batch.column("key")), 0),
                        pc.fill_null(pc.binary_length(batch.column("value")), 0))
         table = pa.table({"topic": batch.column("topic"), "partition": batch.column("partition"), "size": sizes})

@@ -31,7 +31,7 @@ class LiteColumnarConverter:
         self.kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
-        """(row, (message, size) or error) for every row of a batch of Spark's Kafka rows, in order."""
+        """(row, (message, size) or error) for every row of a batch of Kafka rows (range_reader.RECORD_SCHEMA), in order."""
         if self.kinds.columnar:
             yield from self._convert_columns(batch)
         else:
