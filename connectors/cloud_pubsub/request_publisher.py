@@ -171,6 +171,7 @@ class RequestPublisher:
             if stop <= start:
                 if request.count:
                     self._seal(self._open.pop(""))
+                    self._wait_for_room()
                     request = None
                     continue
                 stop = start + 1
@@ -180,13 +181,18 @@ class RequestPublisher:
             request.size += int(counted[stop] - counted[start])
             if stop < len(encoded) or request.count >= s.max_messages:  # full: what comes next does not fit
                 self._seal(self._open.pop(""))
+                self._wait_for_room()  # flow control as add() keeps it, a request at a time
                 request = None
             start = stop
         self._after_add(now)
 
     def _after_add(self, now: float) -> None:
-        s = self._settings
         self._seal_expired(now)
+        self._wait_for_room()
+
+    def _wait_for_room(self) -> None:
+        """Send what may go; then, while more is sealed and unacknowledged than the flow-control limits, wait."""
+        s = self._settings
         self._progress(block=False)
         while (self._outstanding_messages > s.max_outstanding_messages
                or self._outstanding_bytes > s.max_outstanding_bytes):

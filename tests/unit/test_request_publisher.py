@@ -23,6 +23,7 @@ class ScriptedPublisher:
         self.ordering_keys: list[str] = []
         self.concurrent_per_key: dict[str, int] = {}
         self.max_concurrent_per_key = 0
+        self.in_flight = self.max_in_flight = 0  # requests being answered at once, of any key
         self.flaky_seen = False
         self.lock = threading.Lock()
 
@@ -33,11 +34,14 @@ class ScriptedPublisher:
         key = keys.pop()
         with self.lock:
             self.concurrent_per_key[key] = self.concurrent_per_key.get(key, 0) + 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             if key:
                 self.max_concurrent_per_key = max(self.max_concurrent_per_key, self.concurrent_per_key[key])
         time.sleep(0.002)
         with self.lock:
             self.concurrent_per_key[key] -= 1
+            self.in_flight -= 1
             if b"gone" in data:
                 context.abort(grpc.StatusCode.NOT_FOUND, "topic gone")
             if b"flaky" in data and not self.flaky_seen:
@@ -172,3 +176,14 @@ def test_a_rejected_encoded_request_is_retried_message_by_message(service):
     assert rejected == [((0, 1), b"bad")]
     assert sorted(acked) == [(0, 0), (0, 2)]
     assert sorted(d for r in scripted.received for d in r) == [b"k1", b"k2"]
+
+
+def test_encoded_batches_keep_to_the_flow_control_limits(service):
+    scripted, channel = service
+    batch = [[b"m%d" % i for i in range(40)]]
+    acked, _ = _publish_encoded(channel, batch, max_messages=2, max_outstanding_messages=3)
+    assert len(acked) == 40
+    # At most two requests of two messages out at once: the limit (3) is passed only by the request crossing it.
+    limited, scripted.max_in_flight = scripted.max_in_flight, 0
+    _publish_encoded(channel, batch, max_messages=2, max_outstanding_messages=1_000)
+    assert limited <= 2 < scripted.max_in_flight  # without the limit, the in-flight cap (4) is what holds
