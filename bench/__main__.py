@@ -195,8 +195,7 @@ def render(results: dict) -> str:
         f"({b['records'] / b['seconds']:,.0f}/s), 1 KiB, seed defaults"
         for a, b in avro_pairs(results)) + "."]
     lines += ["", "First batch of each connector on each engine, before the rows and not in the table above "
-              "(it loads the connector's code into the engine; the Cloud Pub/Sub sink's also warms the JVM's "
-              "Kafka reader): " + "; ".join(
+              "(it loads the connector's code into the engine's Python workers and warms the engine): " + "; ".join(
         f"{t['engine']}: " + ", ".join(f"{short(b['connector'])} {b['settings']} {b['records']:,} in {b['seconds']} s"
                                        for b in t.get("first_batches", []))
         for t in results["throughput"]) + "."]

@@ -119,12 +119,12 @@ def _each(only, measure, spark, admin, topic, size, batch, source_records, lite_
 def warm_up(spark, admin, records: int, only: frozenset[str] = frozenset()) -> list[dict]:
     """One batch of each connector (and each setting) before the rows, untimed there: the seconds of each.
 
-    Why: a connector's first batch on an engine also imports its code into the Python workers, and the
-    first hundred thousand records or so through the JVM's Kafka reader run before its JIT has compiled
-    it (measured: the same 100k-record row at 30k/s first, 44k/s from the third). A warm engine in the
-    sensor-driven mode has paid both in its first runs. So the Cloud Pub/Sub sink (the first row) first
-    moves `records` records, and every other connector a small batch; the Java rows are given both on
-    a new worker and on a warm one."""
+    Why: a connector's first batch on an engine also imports its code into the Python workers and opens
+    their Kafka consumers, and the engine's JVM compiles its per-job path over the first jobs (measured, when
+    Spark's JVM Kafka reader was in use: the same 100k-record row at 30k/s first, 44k/s from the third). A
+    warm engine in the sensor-driven mode has paid for these in its first runs. So the Cloud Pub/Sub sink (the
+    first row) first moves `records` records, and every other connector a small batch; the Java rows are
+    given both on a new worker and on a warm one."""
     from connectors.bridge import BatchSettings
 
     first: list[dict] = []
