@@ -35,7 +35,8 @@ def kafka_read_timeout(exc: BaseException, bootstrap_servers: str, ranges: Itera
                        f"{where} at offset {offset}; the run recorded nothing")
 
 
-_KAFKA_UNREACHABLE_CODES = frozenset({
+# What librdkafka reports while the brokers do not answer (it retries them itself).
+KAFKA_UNREACHABLE_CODES = frozenset({
     KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT,
     KafkaError._RESOLVE,
 })
@@ -48,7 +49,7 @@ def kafka_outages_named(bootstrap_servers: str, doing: str, ranges: list[Partiti
         yield
     except KafkaException as exc:
         error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-        if error is None or error.code() not in _KAFKA_UNREACHABLE_CODES:
+        if error is None or error.code() not in KAFKA_UNREACHABLE_CODES:
             raise
         raise Unreachable(f"Kafka at {bootstrap_servers} did not answer while {doing}: {error.str()}; "
                           "the run recorded nothing") from None

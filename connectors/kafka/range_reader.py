@@ -1,5 +1,5 @@
 """Executor side of every Kafka-reading bridge: one task reads its offset ranges with librdkafka, straight into
-Arrow batches of the columns the sinks' delivery takes (`KAFKA_RECORD_COLUMNS`).
+Arrow batches of the columns the sinks' delivery takes (`RECORD_SCHEMA`).
 
 Why not Spark's Kafka source: it reads in the JVM and hands rows to Python through Arrow, and that route cost
 about as much CPU per record as a whole warm Kafka Connect worker (README, Measured). librdkafka fetches and
@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from connectors.kafka.admin import PartitionRange
 from connectors.kafka.connection import client_logger
-from connectors.outage import Unreachable
+from connectors.outage import KAFKA_UNREACHABLE_CODES, Unreachable
 
 # The rows every Kafka-reading delivery path takes (Spark's Kafka source had them, with the timestamp in ms).
 RECORD_SCHEMA = pa.schema([
@@ -34,7 +34,6 @@ RECORD_SCHEMA = pa.schema([
 ])
 HEADERS_FIELD = pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
 RECORD_SCHEMA_WITH_HEADERS = RECORD_SCHEMA.append(HEADERS_FIELD)
-KAFKA_RECORD_COLUMNS = tuple(RECORD_SCHEMA_WITH_HEADERS.names)
 
 # Records per Arrow batch, as spark.sql.execution.arrow.maxRecordsPerBatch was: it bounds a task's memory
 # (a batch stays referenced until its records are acknowledged) whatever the range's size.
@@ -42,9 +41,6 @@ BATCH_RECORDS = 2_000
 # How long one consume call may wait for the records it asked for before the task looks again; short, because
 # the last records of a range can be fewer than asked for (gaps) and the partition's end event ends it.
 _CONSUME_WAIT_S = 0.1
-# Errors that mean "the broker is not answering now": librdkafka retries them, and the outage timeout bounds it.
-_BROKER_SILENT = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
-                            KafkaError._RESOLVE})
 
 
 @dataclass(frozen=True)
@@ -93,10 +89,11 @@ _consumers: dict[tuple, object] = {}
 
 def _consumer(settings: ReaderSettings):
     """A consumer for this client config, kept for the next task of this Python worker."""
-    key = tuple(sorted(settings.consumer_config().items()))
+    config = settings.consumer_config()
+    key = tuple(sorted(config.items()))
     consumer = _consumers.get(key)
     if consumer is None:
-        consumer = Consumer({**settings.consumer_config(), "logger": client_logger()})
+        consumer = Consumer({**config, "logger": client_logger()})
         _consumers[key] = consumer
     return consumer
 
@@ -129,17 +126,19 @@ def _read_range(consumer, settings: ReaderSettings, r: PartitionRange) -> Iterat
         messages = consumer.consume(num_messages=max(1, min(settings.batch_records - len(pending),
                                                             r.end - next_offset)), timeout=_CONSUME_WAIT_S)
         progressed = False
-        # Errors are rare and come as messages of their own; a range's records come in offset order.
-        for index in [i for i, m in enumerate(messages) if m.error() is not None]:
-            error = messages[index].error()
+        # Errors are rare and come as messages of their own (librdkafka retries a silent broker itself, and the
+        # outage timeout bounds that); a range's records come in offset order.
+        failed = [m for m in messages if m.error() is not None]
+        for message in failed:
+            error = message.error()
             if error.code() == KafkaError._PARTITION_EOF:
                 progressed = True
-                if messages[index].offset() >= r.end:
+                if message.offset() >= r.end:
                     next_offset = r.end  # what is left of the range is gaps
-            elif not error.retriable() and error.code() not in _BROKER_SILENT:
+            elif not error.retriable() and error.code() not in KAFKA_UNREACHABLE_CODES:
                 raise RangeReadError(f"Kafka refused topic {r.topic} partition {r.partition} at offset "
                                      f"{next_offset}: {error.str()}")
-        records = [m for m in messages if m.error() is None] if len(messages) else messages
+        records = [m for m in messages if m.error() is None] if failed else messages
         if records and records[-1].offset() >= r.end:
             records = [m for m in records if m.offset() < r.end]
             next_offset = r.end

@@ -11,9 +11,9 @@ from pyspark.sql import Row, SparkSession
 
 from connectors.kafka.admin import PartitionRange
 from connectors.kafka.connection import KafkaConnection
-from connectors.kafka.range_reader import KAFKA_RECORD_COLUMNS, ReaderSettings, read_ranges
+from connectors.kafka.range_reader import ReaderSettings, read_ranges
 
-__all__ = ["KAFKA_RECORD_COLUMNS", "Deliver", "deliver_offset_ranges"]
+__all__ = ["Deliver", "deliver_offset_ranges"]
 
 # Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and yields its summary rows, only once
 # the destination has acknowledged every record it was handed.
