@@ -1,4 +1,7 @@
-"""Continuous mode: one long-lived run loops micro-batches and records the position every commit interval.
+"""Continuous mode: one long-lived run keeps moving records and records the position every commit interval.
+
+A connector with a stream (`ConnectorPlugin.open_stream`) moves records as they arrive, and the run reads the
+stream's progress every commit interval (`follow_stream`); any other loops micro-batches (`loop_batches`).
 
 Between commits the batches moved are added up in a `CommitWindow`; a commit is one materialization of
 the bridge's asset carrying the position after the window's last batch (every record before it was
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from connectors.bridge import ContinuousSettings
-from connectors.plugin import BatchReport
+from connectors.plugin import BatchReport, Stream
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class CommitWindow:
     """The micro-batches moved since the position was last recorded."""
 
     opened_at: float  # monotonic seconds
+    unit: str = "micro-batches"  # what `batches` counts, in the line
     batches: int = 0
     moved: int = 0
     sums: dict[str, int] = field(default_factory=dict)
@@ -60,7 +64,7 @@ class CommitWindow:
     def _line(self, seconds: float) -> str:
         if not self.batches:
             return f"nothing moved in the last {seconds:.1f}s"
-        return (f"{self.moved} moved in {self.batches} micro-batches over {seconds:.1f}s "
+        return (f"{self.moved} moved in {self.batches} {self.unit} over {seconds:.1f}s "
                 f"({self.moved / seconds:.0f}/s); last: {self.last.line}")
 
 
@@ -113,6 +117,55 @@ def loop_batches(
         window = CommitWindow(window.opened_at, sums=dict.fromkeys(latest.counters, 0), last=latest)
     now = clock()
     yield window.commit(now, final=True)
+
+
+def follow_stream(
+    stream: Stream,
+    settings: ContinuousSettings,
+    on_warning: Callable[[str], None],
+    stop: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    wait: Callable[[float], object] | None = None,
+) -> Iterator[Commit]:
+    """Reads the stream's progress every commit interval until `max_run_minutes` or `stop`, yielding a Commit
+    when it moved something (or its position moved), and a last one after stopping it. A failed stream first
+    yields the commit of what it moved before failing, then its error goes on up."""
+    stop = stop or threading.Event()
+    wait = wait or stop.wait
+    commit_s = settings.commit_interval_ms / 1000
+    deadline = clock() + settings.max_run_minutes * 60
+    window = CommitWindow(clock(), unit="progress reads")
+    recorded = object()  # the position last committed: none yet
+
+    def read() -> None:
+        report = stream.progress()
+        window.add(report)
+        for warning in report.warnings:
+            on_warning(warning)
+
+    try:
+        while not stop.is_set() and clock() < deadline:
+            wait(max(0.0, min(commit_s, deadline - clock())))
+            if stop.is_set():
+                break
+            read()
+            if window.moved or window.last.position != recorded:
+                yield window.commit(clock())
+                recorded, window = window.last.position, CommitWindow(clock(), unit="progress reads")
+            stream.raise_if_ended()
+    except GeneratorExit:  # the consumer stopped listening: nothing can be yielded any more
+        stream.stop()
+        raise
+    except BaseException:
+        stream.stop()
+        with contextlib.suppress(Exception):
+            read()  # what the stream committed before it failed
+        if window.batches and (window.moved or window.last.position != recorded):
+            yield window.commit(clock())
+        raise
+    stream.stop()
+    read()
+    yield window.commit(clock(), final=True)
 
 
 @contextlib.contextmanager

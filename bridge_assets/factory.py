@@ -46,7 +46,11 @@ def build_bridge_asset(bridge: Bridge, ends: BridgeEnds | None = None) -> Assets
 
 
 def _describe(bridge: Bridge) -> str:
-    if bridge.mode == "continuous":
+    if bridge.mode == "continuous" and bridge.plugin.open_stream is not None:
+        c = bridge.continuous
+        how = (f"One run moves records as they arrive and records its position every {c.commit_interval_ms} ms, "
+               f"for up to {c.max_run_minutes:g} minutes.")
+    elif bridge.mode == "continuous":
         c = bridge.continuous
         how = (f"One run loops micro-batches (every {c.trigger_interval_ms} ms when idle) and records its position "
                f"every {c.commit_interval_ms} ms, for up to {c.max_run_minutes:g} minutes.")
@@ -121,7 +125,7 @@ def _one_batch_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefin
 
 
 def _continuous_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
-    from bridge_assets.continuous import commits_until_terminated, loop_batches, termination_sets
+    from bridge_assets.continuous import commits_until_terminated, follow_stream, loop_batches, termination_sets
 
     plugin = bridge.plugin
     # A micro-batch that pulls for longer than a commit interval would hold back the commits.
@@ -136,10 +140,14 @@ def _continuous_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefi
         with _holding_lease(context, bridge) as lease, session:
             position = recorded_position(context.instance, context.asset_key, plugin.position)
             moving = looping.with_secrets()
-            pending = plugin.watch(systems, moving)
             stop = threading.Event()
-            commits = loop_batches(lambda at: plugin.run_batch(systems, moving, at), pending, position,
-                                   looping.continuous, context.log.warning, stop)
+            if plugin.open_stream is not None:
+                with termination_sets(stop):
+                    stream = plugin.open_stream(systems, moving, position)
+                commits = follow_stream(stream, looping.continuous, context.log.warning, stop)
+            else:
+                commits = loop_batches(lambda at: plugin.run_batch(systems, moving, at), plugin.watch(systems, moving),
+                                       position, looping.continuous, context.log.warning, stop)
             for commit in commits_until_terminated(commits, stop):
                 # A termination while a commit is checked or reported ends the loop after it, as during a
                 # batch; under Dagster's own handler it would interrupt the step and lose the commit.

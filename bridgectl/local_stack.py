@@ -34,6 +34,9 @@ DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 1909
                  "pulsar_bookie": 13181, "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080,
                  "spark_cluster": 15003, "spark_cluster_tls": 15443, "schema_registry": 18081, "kafka_sasl": 19096}
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
+# Its task slots: an always-on bridge's stream holds one for as long as its run lasts, mostly waiting on I/O, so
+# the warm engine has far more slots than cores (local[*] would let two always-on bridges starve every other run).
+CONNECT_SERVER_MASTER = "local[32]"
 # kafka_sasl: the first cluster's SASL_PLAINTEXT listener (mechanism PLAIN), for clients that authenticate.
 # kafka_target: a second Kafka cluster, what a Kafka -> Kafka bridge replicates to.
 # pulsar: an Apache Pulsar standalone (broker, embedded bookie), a target of replication.
@@ -395,7 +398,7 @@ class LocalStack:
 
     def _start_spark(self) -> subprocess.Popen:
         command = spark_servers.connect_server_command(
-            self.ports()["spark"], os.environ.get("BRIDGE_SPARK_MASTER", "local[*]"), {})
+            self.ports()["spark"], os.environ.get("BRIDGE_SPARK_MASTER", CONNECT_SERVER_MASTER), {})
         return self._spawn("spark", command, self._spark_env())
 
     def _start_spark_master(self) -> subprocess.Popen:

@@ -53,6 +53,23 @@ class BatchReport:
     duration_s: float = 0.0
 
 
+class Stream(Protocol):
+    """An always-on bridge moving records as they arrive (continuous mode), started by `ConnectorPlugin.open_stream`
+    from a position; the run reads its progress every commit interval."""
+
+    def progress(self) -> BatchReport:
+        """What the target acknowledged since the last call (counters), and the position past it."""
+        ...
+
+    def raise_if_ended(self) -> None:
+        """Raises the stream's failure, or an error saying it ended, once it no longer moves records."""
+        ...
+
+    def stop(self) -> None:
+        """Stops moving; what was acknowledged before is in the next `progress()`."""
+        ...
+
+
 @dataclass(frozen=True)
 class Position:
     """How a connector's position is recorded as JSON in the bridge's latest materialization, the one source
@@ -106,6 +123,8 @@ class ConnectorPlugin:
     keys: ReportKeys
     # Between the batches of a continuous run: anything to move past a position? Default: the signal's amount.
     watcher: Callable[[Systems, Bridge], Callable[[Any], bool]] | None = None
+    # Continuous mode's always-on delivery, started from a position; None: a continuous run loops `run_batch`.
+    open_stream: Callable[[Systems, Bridge, Any], Stream] | None = None
 
     def __post_init__(self) -> None:
         if self.signal is None and self.watcher is None:

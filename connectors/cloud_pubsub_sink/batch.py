@@ -13,8 +13,16 @@ from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
+from connectors.kafka.spark_read import Deliver
 
-__all__ = ["SinkBatchResult", "run_sink_batch"]
+__all__ = ["SinkBatchResult", "deliver_to_pubsub", "run_sink_batch"]
+
+
+def deliver_to_pubsub(bridge_name: str, config: CloudPubSubSinkConfig, connection: PubSubConnection, kafka: KafkaAdmin,
+                      outage_timeout_s: int) -> Deliver:
+    """The executors' delivery of Kafka records to the bridge's Pub/Sub topic (write.py)."""
+    task = SinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config), outage_timeout_s)
+    return functools.partial(publish_arrow_batches, task)
 
 
 def run_sink_batch(
@@ -27,7 +35,5 @@ def run_sink_batch(
     batch: BatchSettings,
     consumer_group: str,
 ) -> SinkBatchResult:
-    task = SinkTask(bridge_name, config, connection, dead_letter_client_config(kafka, config),
-                    batch.outage_timeout_seconds)
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
-                                functools.partial(publish_arrow_batches, task))
+                                deliver_to_pubsub(bridge_name, config, connection, kafka, batch.outage_timeout_seconds))

@@ -22,6 +22,18 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
                                           systems.kafka.admin(), position, bridge.batch, bridge.consumer_group))
 
 
+def _open_stream(systems: Systems, bridge: Bridge, position):
+    from connectors.cloud_pubsub_sink.batch import deliver_to_pubsub
+    from connectors.kafka.sink_stream import KafkaSinkStream
+
+    config, kafka = bridge.config, systems.kafka.admin()
+    deliver = deliver_to_pubsub(bridge.name, config, systems.pubsub.connection_for(config), kafka,
+                                bridge.batch.outage_timeout_seconds)
+    with systems.spark.batch_session(bridge.name) as spark:
+        # A round of records waits at most maxDelayThresholdMs for more, as the Java connector's publisher does.
+        return KafkaSinkStream(spark, kafka, bridge, deliver, config.delay_ms / 1000, position or {})
+
+
 def _route(bridge: Bridge) -> str:
     cfg = bridge.config
     return f"Kafka {kafka_source_label(cfg)} -> Pub/Sub projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
@@ -48,4 +60,5 @@ CONNECTOR = ConnectorPlugin(
     reads=kafka_topics_read,
     writes=_writes,
     keys=SINK_KEYS,
+    open_stream=_open_stream,
 )

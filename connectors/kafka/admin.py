@@ -190,23 +190,30 @@ class KafkaAdmin:
         """Every consumer group the cluster knows."""
         return sorted(g.group_id for g in self._admin.list_consumer_groups().result(ADMIN_TIMEOUT_S).valid)
 
-    @_retry_metadata
     def committed_offsets(self, group: str, partitions: dict[str, list[int]]) -> Offsets:
-        """The group's committed offsets. A consumer that never subscribes asks for them: the admin
-        API's ListConsumerGroupOffsets crashes librdkafka 2.16 (SIGSEGV in rd_kafka_cgrp_op) while
-        the group coordinator is still loading, as on a fresh cluster."""
+        """The group's committed offsets."""
+        result: Offsets = {}
+        for (topic, partition), (offset, _) in self.commits(group, partitions).items():
+            result.setdefault(topic, {})[partition] = offset
+        return result
+
+    @_retry_metadata
+    def commits(self, group: str, partitions: dict[str, list[int]]) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """The group's commits, (offset, metadata) per committed partition. A consumer that never subscribes
+        asks for them: the admin API's ListConsumerGroupOffsets crashes librdkafka 2.16 (SIGSEGV in
+        rd_kafka_cgrp_op) while the group coordinator is still loading, as on a fresh cluster."""
         consumer = Consumer({
             **self.connection.librdkafka_config(), "group.id": group, "enable.auto.commit": False, "log_level": 3,
             "logger": client_logger(),
         })
         try:
             requested = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
-            result: Offsets = {}
+            result = {}
             for tp in consumer.committed(requested, timeout=ADMIN_TIMEOUT_S):
                 if tp.error is not None:
                     raise KafkaException(tp.error)
                 if tp.offset >= 0:
-                    result.setdefault(tp.topic, {})[tp.partition] = tp.offset
+                    result[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
             return result
         finally:
             consumer.close()

@@ -147,7 +147,7 @@ def _read_range(consumer, settings: ReaderSettings, r: PartitionRange) -> Iterat
             pending += records
             next_offset = max(next_offset, records[-1].offset() + 1)
         if len(pending) >= settings.batch_records or (pending and next_offset >= r.end):
-            yield _arrow_batch(r, pending, settings.include_headers)
+            yield arrow_batch(r.topic, r.partition, pending, settings.include_headers)
             pending = []
         if progressed:
             last_progress = time.monotonic()
@@ -157,12 +157,13 @@ def _read_range(consumer, settings: ReaderSettings, r: PartitionRange) -> Iterat
                               f"{r.partition} at offset {next_offset}; the run recorded nothing")
 
 
-def _arrow_batch(r: PartitionRange, messages: list, include_headers: bool) -> pa.RecordBatch:
+def arrow_batch(topic: str, partition: int, messages: list, include_headers: bool) -> pa.RecordBatch:
+    """One partition's consumed messages as an Arrow batch of `RECORD_SCHEMA` (with headers when asked)."""
     n = len(messages)
     timestamps = [m.timestamp() for m in messages]
     columns = [
-        pa.array([r.topic] * n, pa.string()),
-        pa.array([r.partition] * n, pa.int32()),
+        pa.array([topic] * n, pa.string()),
+        pa.array([partition] * n, pa.int32()),
         pa.array([m.offset() for m in messages], pa.int64()),
         pa.array([t[1] for t in timestamps], pa.int64()),
         # librdkafka: 0 none, 1 create time, 2 log append time; Kafka's Java types are one less.

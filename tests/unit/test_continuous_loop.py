@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge_assets.continuous import loop_batches
+from bridge_assets.continuous import follow_stream, loop_batches
 from connectors.plugin import BatchReport
 from connectors.bridge import ContinuousSettings
 
@@ -122,3 +122,71 @@ def test_a_loop_that_never_moved_anything_still_ends_with_its_position():
     source = Source(time, {})
     commits = run(source, time, max_run_minutes=0.05)
     assert len(commits) == 1 and commits[0].final and commits[0].values["records"] == 0
+
+
+class FakeStream:
+    """Records arrive in `arrivals` (time -> count) and are acknowledged at once; `fail_at` ends it with an error."""
+
+    def __init__(self, time: FakeTime, arrivals: dict[float, int], fail_at: float | None = None):
+        self.time, self.arrivals, self.fail_at = time, arrivals, fail_at
+        self.position, self.stopped_at = 0, None
+
+    def progress(self) -> BatchReport:
+        until = min(self.time.now, self.stopped_at if self.stopped_at is not None else self.time.now)
+        if self.fail_at is not None:
+            until = min(until, self.fail_at)
+        arrived = sum(n for at, n in self.arrivals.items() if at <= until)
+        n, self.position = arrived - self.position, arrived
+        return BatchReport(n, self.position, {"records": n}, ("records",), f"{n} moved")
+
+    def raise_if_ended(self) -> None:
+        if self.fail_at is not None and self.time.now >= self.fail_at:
+            raise RuntimeError("target down")
+
+    def stop(self) -> None:
+        if self.stopped_at is None:
+            self.stopped_at = self.time.now
+
+
+def follow(stream: FakeStream, time: FakeTime, stop=None, **settings):
+    return follow_stream(stream, ContinuousSettings(**settings), lambda w: None, stop, clock=time.clock,
+                         wait=time.sleep)
+
+
+def test_a_stream_commits_each_interval_it_moved_something_and_once_at_its_end():
+    time = FakeTime()
+    stream = FakeStream(time, {0.5: 100, 3.5: 50, 3.7: 25})
+    commits = list(follow(stream, time, commit_interval_ms=1000, max_run_minutes=0.2))
+    assert [c.position for c in commits] == [100, 175, 175]  # idle reads record nothing
+    assert [c.values["records"] for c in commits] == [100, 75, 0]
+    assert commits[-1].final and stream.stopped_at is not None
+    assert "progress reads" in commits[0].line
+
+
+def test_a_failed_stream_first_commits_what_it_moved_then_raises():
+    time = FakeTime()
+    stream = FakeStream(time, {0.5: 10, 2.5: 5}, fail_at=2.8)
+    loop = follow(stream, time, commit_interval_ms=1000)
+    assert next(loop).position == 10
+    assert next(loop).position == 15  # the read at 3 s sees what moved before the failure
+    with pytest.raises(RuntimeError, match="target down"):
+        next(loop)
+    assert stream.stopped_at is not None
+
+
+def test_a_stop_stops_the_stream_before_its_last_read():
+    import threading
+
+    time = FakeTime()
+    stream = FakeStream(time, {0.5: 10, 1.5: 7, 9: 1000})
+    stop = threading.Event()
+
+    def wait(seconds: float) -> None:
+        time.sleep(seconds)
+        if time.now >= 2:
+            stop.set()
+
+    loop = follow_stream(stream, ContinuousSettings(commit_interval_ms=1000), lambda w: None, stop,
+                         clock=time.clock, wait=wait)
+    commits = list(loop)
+    assert commits[-1].final and commits[-1].position == 17 and stream.stopped_at == 2

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from connectors.kafka.admin import PartitionRange
-from connectors.kafka.range_reader import RECORD_SCHEMA, RECORD_SCHEMA_WITH_HEADERS, _arrow_batch
+from connectors.kafka.range_reader import RECORD_SCHEMA, RECORD_SCHEMA_WITH_HEADERS, arrow_batch
 from connectors.kafka.record import CREATE_TIME, LOG_APPEND_TIME, records_from_arrow
 
 
@@ -31,7 +30,7 @@ MESSAGES = [_Message(7, b"k", b"v", (1, 1_700_000_000_000), [("h", b"1"), ("h", 
 
 
 def test_records_keep_offsets_keys_values_and_kafkas_timestamp_types():
-    batch = _arrow_batch(PartitionRange("t", 3, 7, 11), MESSAGES, include_headers=True)
+    batch = arrow_batch("t", 3, MESSAGES, include_headers=True)
     assert batch.schema == RECORD_SCHEMA_WITH_HEADERS
     records = list(records_from_arrow(batch))
     assert [(r.topic, r.partition, r.offset, r.key, r.value) for r in records] == [
@@ -42,6 +41,20 @@ def test_records_keep_offsets_keys_values_and_kafkas_timestamp_types():
 
 
 def test_without_headers_the_column_is_left_out():
-    batch = _arrow_batch(PartitionRange("t", 0, 7, 11), MESSAGES, include_headers=False)
+    batch = arrow_batch("t", 0, MESSAGES, include_headers=False)
     assert batch.schema == RECORD_SCHEMA and "headers" not in batch.schema.names
     assert [r.headers for r in records_from_arrow(batch)] == [[], [], []]
+
+
+def test_a_stream_commit_carries_its_stream_and_counts_in_the_commit_metadata():
+    from connectors.kafka.sink_tally import COUNTERS
+    from connectors.kafka.stream_task import StreamCommit
+
+    commit = StreamCommit("abc123", {"records": 7, "published": 5, "skipped": 2})
+    text = commit.to_metadata()
+    assert len(text) < 200  # Kafka keeps 4096 bytes of commit metadata by default
+    back = StreamCommit.from_metadata(text)
+    assert back.stream_id == "abc123" and back.counts == {name: commit.counts.get(name, 0) for name in COUNTERS}
+    # Kafka Connect's own commits (empty metadata) and anything else are not a stream's
+    assert StreamCommit.from_metadata("") is None and StreamCommit.from_metadata(None) is None
+    assert StreamCommit.from_metadata('{"other": 1}') is None

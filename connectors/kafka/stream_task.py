@@ -1,0 +1,201 @@
+"""Executor side of an always-on Kafka sink: one long-lived Spark task holds a consumer on its partitions and
+hands what arrives to the connector's delivery in rounds, committing each round's acknowledged position to the
+bridge's Kafka Connect consumer group.
+
+A round is what arrived within the linger after its first record (at most `round_records`), delivered through
+the same `Deliver` a batch uses: it returns only once the target acknowledged every record of the round (or
+the dead-letter topic took it). Only then is the position past the round committed, with the counts moved
+since the stream began in the commit's metadata, so the driver (stream_driver.py) reads both in one call and
+records them as the asset's metadata. A task Spark starts again (a failed task, a lost executor) resumes
+from its stream's last commit, not from the stream's start.
+
+Commits go to the group Kafka Connect would use (`connect-<bridge>`), as a worker's offset flush does:
+`kafka-consumer-groups --describe` shows the bridge's lag as it shows a Java connector's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from connectors.kafka.connection import client_logger
+from connectors.kafka.range_reader import ReaderSettings, arrow_batch
+from connectors.kafka.sink_tally import COUNTERS
+from connectors.kafka.stream_lease import LeaseWatcher
+from connectors.kafka.spark_read import Deliver
+from connectors.outage import KAFKA_UNREACHABLE_CODES
+
+# With nothing arriving, a consume call waits this long before the task looks at its commits again: an idle
+# stream commits what it delivered last within this long (a wake-up costs microseconds).
+_IDLE_WAIT_S = 0.1
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    reader: ReaderSettings
+    group: str  # where positions are committed: the bridge's Kafka Connect group
+    stream_id: str  # names this stream's commits apart from any other's in the group
+    linger_s: float  # how long a round waits for more records after its first
+    lease_partition: tuple[str, int]  # where the run beats its lease (stream_lease.py)
+    round_records: int = 10_000
+    commit_every_s: float = 1.0  # while records keep coming; a round that catches up commits at once
+    deadline: float = field(default=float("inf"))  # time.time() at which the task ends on its own
+
+
+@dataclass(frozen=True)
+class StreamCommit:
+    """One partition's position and counts as a stream commits them (Kafka offset commit metadata)."""
+
+    stream_id: str
+    counts: dict[str, int]
+
+    def to_metadata(self) -> str:
+        return json.dumps({"stream": self.stream_id, "counts": [self.counts.get(n, 0) for n in COUNTERS]},
+                          separators=(",", ":"))
+
+    @staticmethod
+    def from_metadata(text: str | None) -> StreamCommit | None:
+        """None for a commit that is not a stream's (Kafka Connect's own, a batch's, empty)."""
+        try:
+            value = json.loads(text or "")
+            return StreamCommit(value["stream"], dict(zip(COUNTERS, value["counts"])))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+class StreamCommitRefused(RuntimeError):
+    """Kafka refused a stream's commit for good (the group is in use by live members, or not authorised)."""
+
+
+def stream_partitions(settings: StreamSettings, assignments: list[list[tuple[str, int, int]]], deliver: Deliver,
+                      task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The body of the stream's tasks (mapInArrow): `assignments[i]` holds task i's (topic, partition, offset)
+    starts. A task runs until the deadline, or until Spark interrupts it; it yields nothing."""
+    for ids in task_ids:
+        for task_id in ids.column(0).to_pylist():
+            _Stream(settings, assignments[task_id], deliver).run()
+    yield from ()
+
+
+class _Stream:
+    def __init__(self, settings: StreamSettings, starts: list[tuple[str, int, int]], deliver: Deliver):
+        self.settings = settings
+        self.deliver = deliver
+        self.consumer = Consumer({
+            **settings.reader.consumer_config(),
+            "group.id": settings.group,
+            # Waiting at the broker for records costs nothing; the default's 500 ms keeps an idle stream idle
+            # (a fetch returns as soon as a record arrives whatever this is).
+            "fetch.wait.max.ms": 500,
+            "enable.partition.eof": False,
+            "logger": client_logger(),
+        })
+        self.positions: dict[tuple[str, int], int] = {(t, p): o for t, p, o in starts}
+        self.counts: dict[tuple[str, int], dict[str, int]] = {k: dict.fromkeys(COUNTERS, 0) for k in self.positions}
+        self._resume_from_own_commits()
+        self.committed = dict(self.positions)
+        self.last_commit = time.monotonic()
+
+    def _resume_from_own_commits(self) -> None:
+        """A task started again carries on from its stream's last commit, with the counts it had."""
+        asked = [TopicPartition(t, p) for t, p in self.positions]
+        for tp in self.consumer.committed(asked, timeout=30):
+            commit = StreamCommit.from_metadata(tp.metadata)
+            key = (tp.topic, tp.partition)
+            if commit and commit.stream_id == self.settings.stream_id and tp.offset > self.positions[key]:
+                self.positions[key] = tp.offset
+                self.counts[key] = commit.counts
+
+    def run(self) -> None:
+        """Gathers the next round while the one before is delivered (one in flight: its acks do not hold up what
+        arrives meanwhile), and commits what was acknowledged every `commit_every_s`, or at once when idle."""
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.positions.items()])
+        in_flight: tuple[Future, dict] | None = None
+        lease = LeaseWatcher(self.settings.reader.client_config, self.settings.group,
+                             TopicPartition(*self.settings.lease_partition), self.settings.stream_id)
+        with ThreadPoolExecutor(1, thread_name_prefix="deliver") as delivering:
+            try:
+                while time.time() < self.settings.deadline:
+                    holds = lease.holds()
+                    messages = self._gather_round() if holds else []
+                    if not holds and in_flight is None:
+                        break
+                    if in_flight is not None:
+                        self._acknowledged(*in_flight)
+                        in_flight = None
+                    if messages:
+                        batches, ends = self._batches(messages)
+                        in_flight = delivering.submit(lambda b=batches: list(self.deliver(iter(b)))), ends
+                    dirty = self.positions != self.committed
+                    if dirty and (not messages or time.monotonic() - self.last_commit >= self.settings.commit_every_s):
+                        self._commit()
+                if in_flight is not None:  # the deadline passed with a round out
+                    self._acknowledged(*in_flight)
+                if self.positions != self.committed:
+                    self._commit()
+            finally:
+                lease.close()
+                self.consumer.close()
+
+    def _gather_round(self) -> list:
+        """What arrives within the linger after the first record, at most `round_records` (nothing after
+        `_IDLE_WAIT_S` without a record)."""
+        # librdkafka's consume returns when it has `num_messages` or when the timeout passes, whichever is first:
+        # the first call asks for one record, so that it returns as soon as one arrives.
+        messages = self._consume(1, _IDLE_WAIT_S)
+        if messages:
+            messages += self._consume(self.settings.round_records - 1, self.settings.linger_s)
+        return messages
+
+    def _consume(self, count: int, timeout_s: float) -> list:
+        messages = self.consumer.consume(num_messages=count, timeout=timeout_s)
+        failed = [m for m in messages if m.error() is not None]
+        for message in failed:
+            error = message.error()
+            # librdkafka retries a silent broker itself; the stream waits for it as a Kafka Connect worker does.
+            if not error.retriable() and error.code() not in KAFKA_UNREACHABLE_CODES:
+                raise KafkaException(error)
+        return [m for m in messages if m.error() is None] if failed else messages
+
+    def _batches(self, messages: list) -> tuple[list[pa.RecordBatch], dict[tuple[str, int], int]]:
+        """A round as one Arrow batch per partition, and the position past it per partition."""
+        by_partition: dict[tuple[str, int], list] = {}
+        for m in messages:
+            by_partition.setdefault((m.topic(), m.partition()), []).append(m)
+        include_headers = self.settings.reader.include_headers
+        return ([arrow_batch(t, p, ms, include_headers) for (t, p), ms in by_partition.items()],
+                {key: ms[-1].offset() + 1 for key, ms in by_partition.items()})
+
+    def _acknowledged(self, delivered: Future, ends: dict[tuple[str, int], int]) -> None:
+        """Waits for a round's delivery (its failure fails the task) and moves the positions past it."""
+        for summary in delivered.result():
+            for row in summary.to_pylist():
+                counts = self.counts[(row["topic"], row["partition"])]
+                for name in COUNTERS:
+                    counts[name] += row[name]
+        self.positions.update(ends)
+
+    def _commit(self) -> None:
+        offsets = [TopicPartition(t, p, o, metadata=StreamCommit(self.settings.stream_id, self.counts[(t, p)])
+                                  .to_metadata())
+                   for (t, p), o in self.positions.items() if o != self.committed.get((t, p))]
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.retriable() or error.code() in KAFKA_UNREACHABLE_CODES or error.code() in _COORDINATOR_CODES:
+                return  # the next round commits again (positions only ever move forward)
+            raise StreamCommitRefused(f"Kafka refused the commit of group {self.settings.group}: {error.str()} "
+                                      "(a Kafka Connect worker or another consumer active in the group?)") from None
+        self.committed.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+        self.last_commit = time.monotonic()
+
+
+_COORDINATOR_CODES = frozenset({KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+                                KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT})

@@ -1,0 +1,86 @@
+"""The always-on Kafka sink (continuous mode's stream) on the warm engine, as a user runs it: a partition added
+while it runs, its task's Python worker killed (a task lost), and its commits in the Kafka Connect group."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import NewPartitions
+
+from connectors.kafka.stream_task import StreamCommit
+from tests.e2e.test_continuous_e2e import CloudSink, recorded_position, start, wait_until
+from tests.e2e.helpers import cli_run, kafka_admin, produce_to_partition
+
+pytestmark = pytest.mark.e2e
+
+
+def _python_workers() -> list[int]:
+    """Spark's Python workers: the processes forked from the worker daemon (same command line, daemon parent)."""
+    def cmdline(pid: str) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            return ""
+
+    def parent(pid: str) -> str:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            return ""
+
+    daemonish = {pid for pid in os.listdir("/proc") if pid.isdigit() and "connectors.spark_worker_daemon" in cmdline(pid)}
+    return [int(pid) for pid in daemonish if parent(pid) in daemonish]
+
+
+def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_connect_group(
+        stack, spark_remote, tmp_path, unique):
+    case = CloudSink(unique, tmp_path)
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    home = env["DAGSTER_HOME"]
+    run = start(command, env, tmp_path / "run.log")
+    sent: list[str] = []
+    try:
+        first = [f"a{i}" for i in range(50)]
+        case.send(first)
+        sent += first
+        wait_until(lambda: set(sent) <= set(case.arrived()), "the first records arrived")
+
+        # A partition added while the stream runs is read from its start.
+        admin = kafka_admin()
+        admin._admin.create_partitions([NewPartitions(case.topic, 3)])[case.topic].result(30)
+        third = [f"p2-{i}" for i in range(20)]
+        produce_to_partition(case.topic, 2, third)
+        sent += third
+        wait_until(lambda: set(sent) <= set(case.arrived()), "the new partition's records arrived", timeout_s=60)
+
+        # The task's Python worker dies (a task lost): the stream starts again from its last commit.
+        workers = _python_workers()
+        assert workers, "no Python worker found"
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        after = [f"b{i}" for i in range(50)]
+        case.send(after)
+        sent += after
+        wait_until(lambda: set(sent) <= set(case.arrived()), "records sent after the lost task arrived", timeout_s=90)
+        assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        wait_until(lambda: recorded_position(home, case) == case.head(), "the position is recorded")
+    finally:
+        os.killpg(run.pid, signal.SIGINT)
+        run.wait(60)
+
+    arrived = case.arrived()
+    assert set(arrived) == set(sent)
+    assert sum(n - 1 for n in collections.Counter(arrived).values()) <= 50  # at most the lost task's last round
+    log = (tmp_path / "run.log").read_text()
+    assert "started again from its last commit" in log
+
+    # The Kafka Connect group holds the same position, as a stream's commits (kafka-consumer-groups shows its lag).
+    commits = kafka_admin().commits(f"connect-{case.name}", {case.topic: [0, 1, 2]})
+    assert sum(offset for offset, _ in commits.values()) == case.head()
+    assert all(StreamCommit.from_metadata(metadata) is not None for _, metadata in commits.values())
