@@ -4,7 +4,8 @@ send -> arrival: Pub/Sub pull time (Cloud sink), the Lite server's publish time 
 object passing the record's offset (archive), the Kafka broker's LogAppendTime (both sources). Then the
 bridge idles: CPU of the run's process tree and of the engine's over 20 s, as % of one core.
 
-The Java connector (seed defaults, tasks.max=2) runs the Cloud sink row's same harness beside it.
+The Java connector (seed defaults, tasks.max=2) runs the Cloud sink row's same harness beside it. Both Cloud sink
+rows first move WARM_UP_RECORDS that are not measured: the fair reference is a warm worker.
 
     python -m bench.continuous [--seconds 120] [--rate 1000]   (a stack of its own, like python -m bench)
 """
@@ -36,6 +37,7 @@ from bridgectl.paths import PROJECT_ROOT
 PARTITIONS = 4
 CONTINUOUS = {"trigger_interval_ms": 200, "commit_interval_ms": 5000, "max_run_minutes": 30}
 IDLE_SECONDS = 20
+WARM_UP_RECORDS = 100
 
 
 @contextmanager
@@ -142,6 +144,18 @@ class PubSubArrivals(threading.Thread):
                                     ack_ids=[m.ack_id for m in response.received_messages])
             self.latencies += [now - float(m.message.data.decode()) for m in response.received_messages]
 
+    def warm_up(self, topic: str, timeout_s: float = 120) -> None:
+        """WARM_UP_RECORDS through the bridge before the measured ones, then forgotten: ours and Java's are both
+        measured warm, with their consumers assigned and their publishers connected, not from their start."""
+        produce_steady(topic, WARM_UP_RECORDS, 1.0)
+        deadline = time.monotonic() + timeout_s
+        while len(self.latencies) < WARM_UP_RECORDS:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the warm-up records did not arrive within {timeout_s} s")
+            time.sleep(0.1)
+        time.sleep(0.5)
+        self.latencies.clear()
+
     def wait_for(self, count: int, timeout_s: float = 120) -> None:
         deadline = time.monotonic() + timeout_s
         while len(self.latencies) < count and time.monotonic() < deadline:
@@ -177,6 +191,7 @@ def cloud_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dic
              "config": {"topics": topic, "cps.project": PROJECT, "cps.topic": topic,
                         "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}
     with continuous_run(entry, remote) as run:
+        arrivals.warm_up(topic)
         sent = produce_steady(topic, rate, seconds)
         arrivals.wait_for(sent)
         return summary(arrivals.latencies, sent) | idle_cpu(run.pid, engine_pid)
@@ -203,6 +218,7 @@ def java_cloud_sink(rate: float, seconds: float) -> dict:
                 time.sleep(0.2)
             arrivals = PubSubArrivals(subscription)
             arrivals.start()
+            arrivals.warm_up(topic)
             sent = produce_steady(topic, rate, seconds)
             arrivals.wait_for(sent)
             result = summary(arrivals.latencies, sent)

@@ -24,14 +24,13 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
 
 def _open_stream(systems: Systems, bridge: Bridge, position):
     from connectors.cloud_pubsub_sink.batch import deliver_to_pubsub
-    from connectors.kafka.sink_stream import KafkaSinkStream
+    from connectors.kafka.sink_stream import open_kafka_sink_stream
 
-    config, kafka = bridge.config, systems.kafka.admin()
-    deliver = deliver_to_pubsub(bridge.name, config, systems.pubsub.connection_for(config), kafka,
+    config = bridge.config
+    deliver = deliver_to_pubsub(bridge.name, config, systems.pubsub.connection_for(config), systems.kafka.admin(),
                                 bridge.batch.outage_timeout_seconds)
-    with systems.spark.batch_session(bridge.name) as spark:
-        # A round of records waits at most maxDelayThresholdMs for more, as the Java connector's publisher does.
-        return KafkaSinkStream(spark, kafka, bridge, deliver, config.delay_ms / 1000, position or {})
+    # A round of records waits at most maxDelayThresholdMs for more, as the Java connector's publisher does.
+    return open_kafka_sink_stream(systems, bridge, position, deliver, config.delay_ms / 1000)
 
 
 def _route(bridge: Bridge) -> str:

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
     from connectors.bridge import Bridge
 
+# How long a round waits for more records after its first, for a connector whose client has no linger of its own.
+DEFAULT_LINGER_S = 0.05
 # A task ends on its own this long after the run's own end, should the run's interrupt never reach it.
 _TASK_GRACE_S = 60
 # How long stop() waits for the tasks to end through the lease, and then for the job to go after interrupting it.
@@ -191,3 +193,10 @@ class KafkaSinkStream:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]
+
+
+def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, deliver: Deliver,
+                           linger_s: float = DEFAULT_LINGER_S) -> KafkaSinkStream:
+    """A Kafka sink plugin's `open_stream`: its delivery, run always-on in the run's Spark session."""
+    with systems.spark.batch_session(bridge.name) as spark:
+        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, deliver, linger_s, position or {})

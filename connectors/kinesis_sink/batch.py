@@ -11,6 +11,7 @@ from connectors.errors import BatchError
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
+from connectors.kafka.spark_read import Deliver
 from connectors.kinesis_sink.config import KinesisSinkConfig
 from connectors.kinesis_sink.write import KinesisTask, kinesis_client, put_arrow_batches
 from connectors.outage import Unreachable
@@ -33,10 +34,14 @@ def check_stream(config: KinesisSinkConfig, stream: str) -> None:
         raise BatchError(f"Kinesis stream {stream} is {status}, not ACTIVE")
 
 
-def run_kinesis_sink_batch(spark: SparkSession, bridge_name: str, config: KinesisSinkConfig, kafka: KafkaAdmin,
-                           recorded: Offsets, batch: BatchSettings, consumer_group: str) -> SinkBatchResult:
+def deliver_to_kinesis(bridge_name: str, config: KinesisSinkConfig, kafka: KafkaAdmin) -> Deliver:
+    """The executors' delivery to the bridge's Kinesis streams, each checked to exist first."""
     for topic in kafka.partitions(config.topic_list() or None, config.topics_regex):
         check_stream(config, config.stream_for(topic))
-    task = KinesisTask(bridge_name, config, dead_letter_client_config(kafka, config))
+    return functools.partial(put_arrow_batches, KinesisTask(bridge_name, config, dead_letter_client_config(kafka, config)))
+
+
+def run_kinesis_sink_batch(spark: SparkSession, bridge_name: str, config: KinesisSinkConfig, kafka: KafkaAdmin,
+                           recorded: Offsets, batch: BatchSettings, consumer_group: str) -> SinkBatchResult:
     return run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
-                                functools.partial(put_arrow_batches, task))
+                                deliver_to_kinesis(bridge_name, config, kafka))

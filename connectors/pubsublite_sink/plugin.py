@@ -13,6 +13,10 @@ from connectors.plugin import BatchReport, ConnectorPlugin, Systems
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 
 
+# How long a round waits for more records: the Lite client library's publish batching delay (50 ms).
+LITE_LINGER_S = 0.05
+
+
 def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     from connectors.pubsublite_sink.batch import run_lite_sink_batch
 
@@ -20,6 +24,16 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     with systems.spark.batch_session(bridge.name) as spark:
         return sink_report(run_lite_sink_batch(spark, bridge.name, config, systems.pubsublite.connection_for(config),
                                                systems.kafka.admin(), position, bridge.batch, bridge.consumer_group))
+
+
+def _open_stream(systems: Systems, bridge: Bridge, position):
+    from connectors.kafka.sink_stream import open_kafka_sink_stream
+    from connectors.pubsublite_sink.batch import deliver_to_lite
+
+    config = bridge.config
+    deliver = deliver_to_lite(bridge.name, config, systems.pubsublite.connection_for(config), systems.kafka.admin(),
+                              bridge.batch.outage_timeout_seconds)
+    return open_kafka_sink_stream(systems, bridge, position, deliver, LITE_LINGER_S)
 
 
 def _route(bridge: Bridge) -> str:
@@ -43,6 +57,7 @@ CONNECTOR = ConnectorPlugin(
     systems=("kafka", "pubsublite", "spark"),
     route=_route,
     run_batch=_run_batch,
+    open_stream=_open_stream,
     position=KAFKA_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
