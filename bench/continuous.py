@@ -147,9 +147,9 @@ class PubSubArrivals(threading.Thread):
     def warm_up(self, topic: str, timeout_s: float = 120) -> None:
         """WARM_UP_RECORDS through the bridge before the measured ones, then forgotten: ours and Java's are both
         measured warm, with their consumers assigned and their publishers connected, not from their start."""
-        produce_steady(topic, WARM_UP_RECORDS, 1.0)
+        sent = produce_steady(topic, WARM_UP_RECORDS, 1.0)
         deadline = time.monotonic() + timeout_s
-        while len(self.latencies) < WARM_UP_RECORDS:
+        while len(self.latencies) < sent:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the warm-up records did not arrive within {timeout_s} s")
             time.sleep(0.1)

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 DEFAULT_LINGER_S = 0.05
 # A task ends on its own this long after the run's own end, should the run's interrupt never reach it.
 _TASK_GRACE_S = 60
+# Restarts of a failed job in a row, with nothing moved in between, before the run fails with the job's error.
+_RESTARTS = 3
 # How long stop() waits for the tasks to end through the lease, and then for the job to go after interrupting it.
 _STOP_WAIT_S = 10
 
@@ -54,6 +56,7 @@ class KafkaSinkStream:
         self._seen: dict[tuple[str, int], dict[str, int]] = {}  # counts of the stream's commits read so far
         self._failure: BaseException | None = None
         self._stopped = False
+        self._restarts_without_progress = 0
         self._lease: LeaseHolder | None = None
         self._start(recorded)
 
@@ -142,11 +145,12 @@ class KafkaSinkStream:
                                    warnings=(*report.warnings, restarted) if restarted else report.warnings)
 
     def _restart_after_failure(self) -> str | None:
-        """A job that failed or ended after moving records (a task or an executor lost, a lease that lapsed while
-        the run was busy) starts again from its last commit; one that did before moving any keeps its failure for
-        raise_if_ended (starting again would change nothing)."""
-        if self._stopped or self._thread.is_alive() or not self._seen:
+        """A job that failed or ended (a task or an executor lost, a lease that lapsed while the run was busy)
+        starts again from its last commit; after `_RESTARTS` in a row that moved nothing in between, the failure
+        stays for raise_if_ended (starting again changes nothing)."""
+        if self._stopped or self._thread.is_alive() or self._restarts_without_progress >= _RESTARTS:
             return None
+        self._restarts_without_progress += 1
         cause = _first_line(self._failure) if self._failure is not None else "its tasks ended"
         self._failure = None
         self._start(self._position)
@@ -163,6 +167,8 @@ class KafkaSinkStream:
                 self._position[topic][partition] = offset
             seen = self._seen.get((topic, partition), dict.fromkeys(COUNTERS, 0))
             counts = {name: commit.counts[name] - seen[name] for name in COUNTERS}
+            if commit.counts != seen:
+                self._restarts_without_progress = 0
             self._seen[(topic, partition)] = commit.counts
             totals = result.per_partition.setdefault(f"{topic}-{partition}", dict.fromkeys(COUNTERS, 0))
             for name in COUNTERS:
