@@ -46,16 +46,15 @@ def build_bridge_asset(bridge: Bridge, ends: BridgeEnds | None = None) -> Assets
 
 
 def _describe(bridge: Bridge) -> str:
-    if bridge.mode == "continuous" and bridge.plugin.open_stream is not None:
-        c = bridge.continuous
-        how = (f"One run moves records as they arrive and records its position every {c.commit_interval_ms} ms, "
-               f"for up to {c.max_run_minutes:g} minutes.")
-    elif bridge.mode == "continuous":
-        c = bridge.continuous
-        how = (f"One run loops micro-batches (every {c.trigger_interval_ms} ms when idle) and records its position "
-               f"every {c.commit_interval_ms} ms, for up to {c.max_run_minutes:g} minutes.")
-    else:
+    c = bridge.continuous
+    if bridge.mode == "batch":
         how = "One run moves one micro-batch."
+    elif bridge.plugin.open_stream is not None:
+        how = "One run moves records as they arrive"
+    else:
+        how = f"One run loops micro-batches (every {c.trigger_interval_ms} ms when idle)"
+    if bridge.mode == "continuous":
+        how += f" and records its position every {c.commit_interval_ms} ms, for up to {c.max_run_minutes:g} minutes."
     return f"{bridge.connector}: {bridge.plugin.route(bridge)}. {how}"
 
 

@@ -3,7 +3,8 @@ consumer on their share of the partitions (stream_task.py), and the progress tho
 Kafka Connect group, read back as the bridge's position and counts.
 
 The job runs in a thread of the run; its Spark work carries the run's tags (so the run's watchdog and the next
-run's leftover check reach it) and one of its own, by which `stop()` interrupts it. When the topics gain a
+run's leftover check reach it) and one of its own, by which it is interrupted should its tasks not end through
+the lease (stream_lease.py). When the topics gain a
 partition the job is stopped and started again from the position reached, with the new partition assigned.
 """
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import TopicPartition
 
+from connectors.errors import root_cause
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.range_reader import ReaderSettings
 from connectors.kafka.sink_batch import SinkBatchResult
@@ -108,7 +110,14 @@ class KafkaSinkStream:
         except BaseException as exc:  # noqa: BLE001 - handed to the run by raise_if_ended()
             self._failure = exc
 
-    def _interrupt(self) -> None:
+    def _end_job(self) -> None:
+        """Tells the tasks, through the lease, to commit what they delivered and end; interrupts the job if they have
+        not within `_STOP_WAIT_S`."""
+        try:
+            self._lease.stop()
+        except Exception:  # noqa: BLE001 - Kafka away: the tasks stop when the lease lapses, or are interrupted
+            self._lease.close()
+        self._thread.join(_STOP_WAIT_S)
         if self._thread.is_alive():
             self._spark.interruptTag(self._tag)
             self._thread.join(_STOP_WAIT_S)
@@ -126,15 +135,13 @@ class KafkaSinkStream:
             partitions_now = kafka.partitions(config.topic_list() or None, config.topics_regex)
             if partitions_now != self._partitions and self._thread.is_alive() and not self._stopped:
                 # A partition came (or went): the job starts again with it, from where it got to.
-                self._lease.stop()
-                self._thread.join(_STOP_WAIT_S)
-                self._interrupt()
+                self._end_job()
                 self._absorb_commits(result)  # what the stopped job committed last
                 self._failure = None  # the interrupt's own error
                 self._start(self._position)
             restarted = self._restart_after_failure()
-        result.plan = BatchPlan([], {t: dict(ps) for t, ps in self._position.items()},
-                                {t: ps for t, ps in ends.items()}, dict(self._skipped_unreported))
+        result.plan = BatchPlan([], {t: dict(ps) for t, ps in self._position.items()}, ends,
+                                dict(self._skipped_unreported))
         self._skipped_unreported = {}
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started
@@ -151,7 +158,7 @@ class KafkaSinkStream:
         if self._stopped or self._thread.is_alive() or self._restarts_without_progress >= _RESTARTS:
             return None
         self._restarts_without_progress += 1
-        cause = _first_line(self._failure) if self._failure is not None else "its tasks ended"
+        cause = root_cause(self._failure)[1] if self._failure is not None else "its tasks ended"
         self._failure = None
         self._start(self._position)
         return f"the stream failed and started again from its last commit: {cause}"
@@ -183,22 +190,9 @@ class KafkaSinkStream:
         raise RuntimeError(f"the stream of bridge {self._bridge.name} ended on its own")
 
     def stop(self) -> None:
-        """Asks the tasks to commit what they delivered and end (through the lease); interrupts them if they have
-        not within `_STOP_WAIT_S`."""
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self._lease.stop()
-        except Exception:  # noqa: BLE001 - Kafka away: the tasks stop when the lease lapses, or are interrupted
-            self._lease.close()
-        self._thread.join(_STOP_WAIT_S)
-        self._interrupt()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
+        if not self._stopped:
+            self._stopped = True
+            self._end_job()
 
 
 def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, deliver: Deliver,
