@@ -19,22 +19,31 @@ from tests.e2e.helpers import cli_run, kafka_admin, produce_to_partition
 pytestmark = pytest.mark.e2e
 
 
-def _python_workers() -> list[int]:
-    """Spark's Python workers: the processes forked from the worker daemon (same command line, daemon parent)."""
-    def cmdline(pid: str) -> str:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            return ""
+def _python_workers(engine_pid: int) -> list[int]:
+    """The Python workers of the warm engine (forked from its worker daemon); not the classic session's of this
+    test process, which other tests go on using."""
+    def children(pid: int) -> list[int]:
+        kids = []
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                kids += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+        return kids
 
-    def parent(pid: str) -> str:
+    def is_daemon(pid: int) -> bool:
         try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            return b"connectors.spark_worker_daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
-            return ""
+            return False
 
-    daemonish = {pid for pid in os.listdir("/proc") if pid.isdigit() and "connectors.spark_worker_daemon" in cmdline(pid)}
-    return [int(pid) for pid in daemonish if parent(pid) in daemonish]
+    tree, stack = [], [engine_pid]
+    while stack:
+        pid = stack.pop()
+        tree.append(pid)
+        stack += children(pid)
+    # A worker is a daemon's fork: the same command line, its parent the daemon.
+    return [worker for daemon in tree if is_daemon(daemon) for worker in children(daemon) if is_daemon(worker)]
 
 
 def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_connect_group(
@@ -59,7 +68,7 @@ def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_
         wait_until(lambda: set(sent) <= set(case.arrived()), "the new partition's records arrived", timeout_s=60)
 
         # The task's Python worker dies (a task lost): the stream starts again from its last commit.
-        workers = _python_workers()
+        workers = _python_workers({s.name: s.pid for s in stack.status()}["spark"])
         assert workers, "no Python worker found"
         for pid in workers:
             os.kill(pid, signal.SIGKILL)
