@@ -49,8 +49,9 @@ class ContinuousSettings(BaseModel):
     commit_interval_ms: int = Field(5_000, ge=100, le=3_600_000)
     # The run ends cleanly after this long and the sensor starts the next one (fresh logs, fresh clients).
     max_run_minutes: float = Field(60, gt=0, le=7 * 24 * 60)
-    # Kafka sinks: the Spark tasks an always-on bridge spreads its partitions over (each holds a Spark task slot
-    # and a Python worker for the run's length; one keeps up with tens of thousands of records a second).
+    # The Spark tasks of an always-on bridge: a Kafka sink spreads its partitions over them, the Cloud Pub/Sub
+    # source pulls in each (unary pulls; a streaming pull has cps.streamingPull.parallelStreams). Each holds a
+    # Spark task slot and a Python worker for the run's length; one keeps up with thousands of records a second.
     stream_tasks: int = Field(1, ge=1, le=64)
 
 

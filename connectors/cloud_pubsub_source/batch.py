@@ -31,6 +31,18 @@ class SourceBatchResult:
         return self.written / self.duration_s if self.duration_s > 0 else 0.0
 
 
+def check_target_topic(kafka: KafkaAdmin, config: CloudPubSubSourceConfig) -> None:
+    """Raises naming what is wrong when kafka.topic is missing or has fewer partitions than the scheme writes to."""
+    partitions = kafka.partitions([config.kafka_topic]).get(config.kafka_topic)
+    if partitions is None:
+        raise ValueError(f"kafka.topic {config.kafka_topic!r} does not exist")
+    if config.kafka_partition_scheme != "kafka_partitioner" and len(partitions) < config.kafka_partition_count:
+        raise ValueError(
+            f"kafka.partition.count is {config.kafka_partition_count} but topic {config.kafka_topic!r} "
+            f"has {len(partitions)} partitions"
+        )
+
+
 def run_source_batch(
     spark: SparkSession,
     config: CloudPubSubSourceConfig,
@@ -40,14 +52,7 @@ def run_source_batch(
 ) -> SourceBatchResult:
     """Pull up to batch.max_records messages in batch.parallelism Spark tasks and deliver them."""
     started = time.monotonic()
-    partitions = kafka.partitions([config.kafka_topic]).get(config.kafka_topic)
-    if partitions is None:
-        raise ValueError(f"kafka.topic {config.kafka_topic!r} does not exist")
-    if config.kafka_partition_scheme != "kafka_partitioner" and len(partitions) < config.kafka_partition_count:
-        raise ValueError(
-            f"kafka.partition.count is {config.kafka_partition_count} but topic {config.kafka_topic!r} "
-            f"has {len(partitions)} partitions"
-        )
+    check_target_topic(kafka, config)
     # Streaming pull: one stream per Spark task, cps.streamingPull.parallelStreams of them.
     tasks = config.streaming_pull_parallel_streams if config.streaming_pull_enabled else batch.parallelism
     task = SourceTask(config, connection, kafka.connection.librdkafka_config(), math.ceil(batch.max_records / tasks),

@@ -21,6 +21,11 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     with systems.spark.batch_session(bridge.name) as spark:
         result = run_source_batch(spark, config, systems.pubsub.connection_for(config), systems.kafka.admin(),
                                   bridge.batch)
+    return source_report(result)
+
+
+def source_report(result) -> BatchReport:
+    """What a batch (or a stream's progress read) moved, as the bridge's metadata."""
     values = {
         "messages_pulled": result.pulled,
         "records_written": result.written,
@@ -35,6 +40,14 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     return BatchReport(result.written, None, values,
                        ("messages_pulled", "records_written", "messages_acked", "messages_dropped", "bytes_written"),
                        line, (), result.duration_s)
+
+
+def _open_stream(systems: Systems, bridge: Bridge, position):
+    from connectors.cloud_pubsub_source.stream import CloudPubSubSourceStream
+
+    config = bridge.config
+    with systems.spark.batch_session(bridge.name) as spark:
+        return CloudPubSubSourceStream(spark, systems.pubsub.connection_for(config), systems.kafka.admin(), bridge)
 
 
 def _watcher(systems: Systems, bridge: Bridge) -> Callable[[Any], bool]:
@@ -66,6 +79,7 @@ CONNECTOR = ConnectorPlugin(
     systems=("kafka", "pubsub", "spark"),
     route=_route,
     run_batch=_run_batch,
+    open_stream=_open_stream,
     position=None,
     signal=None,
     watcher=_watcher,

@@ -4,6 +4,7 @@ acknowledged its record. A crash in between means redelivery (duplicates possibl
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import queue
 import time
@@ -59,7 +60,7 @@ def ack_id_chunks(ack_ids: list[str], limit: int = MAX_ACK_REQUEST_BYTES) -> Ite
         yield chunk
 
 
-def _message_in(received) -> PubSubMessageIn:
+def message_in(received) -> PubSubMessageIn:
     message = received.message
     return PubSubMessageIn(
         data=bytes(message.data), attributes=dict(message.attributes), ordering_key=message.ordering_key,
@@ -67,19 +68,31 @@ def _message_in(received) -> PubSubMessageIn:
     )
 
 
-def _streamed_message_in(message) -> PubSubMessageIn:
+def streamed_message_in(message) -> PubSubMessageIn:
     return PubSubMessageIn(
         data=bytes(message.data), attributes=dict(message.attributes), ordering_key=message.ordering_key or "",
         publish_time_ms=int(message.publish_time.timestamp() * 1000),
     )
 
 
-def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+@dataclass
+class SourceClients:
+    """What a pull task holds: the subscriber, the subscription's path, the Kafka producer behind `delivery`, and
+    the topic's schema codec (messageFormat topic-schema)."""
+
+    subscriber: object
+    path: str
+    delivery: "_Delivery"
+    topic_codec: object | None
+
+
+@contextlib.contextmanager
+def source_clients(task: SourceTask) -> Iterator[SourceClients]:
+    """The task's clients, inside Pub/Sub's outage naming; Kafka is flushed and both are closed at the end."""
     from confluent_kafka import Producer
 
     from connectors.kafka.connection import client_logger
 
-    slots = [slot for batch in batches for slot in batch.column("slot").to_pylist()]
     cfg = task.config
     subscriber = task.connection.subscriber()
     path = subscriber.subscription_path(cfg.cps_project, cfg.cps_subscription)
@@ -87,7 +100,6 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
         **task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
         "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger(),
     })
-    delivery = _Delivery(cfg, producer)
     channel = None
     try:
         with outages_named("Pub/Sub", task.connection.address, f"pulling from {path}", google_unanswered()):
@@ -98,24 +110,35 @@ def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Ite
                 channel = task.connection.publish_channel()
                 topic = subscriber.get_subscription(subscription=path).topic
                 topic_codec = TopicCodec(lookup_topic_schema(channel, topic))
-            for slot in slots:
-                converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot, topic_codec=topic_codec)
-                if cfg.streaming_pull_enabled:
-                    _streaming_pull(task, subscriber, path, converter, delivery)
-                else:
-                    _unary_pull(task, subscriber, path, converter, delivery)
+            yield SourceClients(subscriber, path, _Delivery(cfg, producer), topic_codec)
     finally:
         producer.flush(30)
         subscriber.close()
         if channel is not None:
             channel.close()
+
+
+def summary_rows(delivery: "_Delivery") -> pa.RecordBatch:
     rows = [{"kafka_partition": p, "written": n, "bytes": b, "pulled": 0, "acked": 0, "dropped": 0}
             for p, (n, b) in delivery.written.items()]
     rows.append({"kafka_partition": -1, "written": 0, "bytes": 0, **delivery.totals})
-    yield rows_batch(rows, SUMMARY_SCHEMA)
+    return rows_batch(rows, SUMMARY_SCHEMA)
 
 
-def _pull_retry(outage_timeout_s: float):
+def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    slots = [slot for batch in batches for slot in batch.column("slot").to_pylist()]
+    cfg = task.config
+    with source_clients(task) as clients:
+        for slot in slots:
+            converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot, topic_codec=clients.topic_codec)
+            if cfg.streaming_pull_enabled:
+                _streaming_pull(task, clients.subscriber, clients.path, converter, clients.delivery)
+            else:
+                _unary_pull(task, clients.subscriber, clients.path, converter, clients.delivery)
+    yield summary_rows(clients.delivery)
+
+
+def pull_retry(outage_timeout_s: float):
     """The client's retry of a pull (transient codes, exponential), bounded by the outage timeout, not 60 s."""
     from google.api_core import exceptions, retry
 
@@ -131,51 +154,58 @@ def _unary_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_
     while delivery.totals["pulled"] < task.quota and task.has_time(started):
         response = subscriber.pull(
             subscription=path, max_messages=min(cfg.cps_max_batch_size, task.quota - delivery.totals["pulled"]),
-            timeout=PULL_TIMEOUT_S, retry=_pull_retry(task.outage_timeout_s),
+            timeout=PULL_TIMEOUT_S, retry=pull_retry(task.outage_timeout_s),
         )
         if not response.received_messages:
             return  # nothing more for now: this micro-batch is done
-        received = response.received_messages
-        ack_ids = [m.ack_id for m in received]
+        deliver_pulled(subscriber, path, converter, delivery, response.received_messages)
 
-        def extend() -> None:
-            for chunk in ack_id_chunks(ack_ids):
-                subscriber.modify_ack_deadline(subscription=path, ack_ids=chunk,
-                                               ack_deadline_seconds=ACK_DEADLINE_EXTENSION_S)
 
-        done = delivery.deliver(converter, [(_message_in(m), m.message.message_id) for m in received], extend)
-        for chunk in ack_id_chunks([ack_ids[i] for i in done]):
-            subscriber.acknowledge(subscription=path, ack_ids=chunk)
+def deliver_pulled(subscriber, path: str, converter, delivery: "_Delivery", received) -> None:
+    """Writes one pull's messages to Kafka, then acks those Kafka took (or that were dropped)."""
+    ack_ids = [m.ack_id for m in received]
+
+    def extend() -> None:
+        for chunk in ack_id_chunks(ack_ids):
+            subscriber.modify_ack_deadline(subscription=path, ack_ids=chunk,
+                                           ack_deadline_seconds=ACK_DEADLINE_EXTENSION_S)
+
+    done = delivery.deliver(converter, [(message_in(m), m.message.message_id) for m in received], extend)
+    for chunk in ack_id_chunks([ack_ids[i] for i in done]):
+        subscriber.acknowledge(subscription=path, ack_ids=chunk)
 
 
 def _streaming_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery") -> None:
     """Streaming pull with the cps.streamingPull.* flow control; the client extends leases itself."""
-    from google.cloud import pubsub_v1
-
     cfg = task.config
     arrived: queue.Queue = queue.Queue()
+    with streaming_pull(subscriber, path, cfg, task.quota, arrived):
+        started = time.monotonic()
+        while delivery.totals["pulled"] < task.quota and task.has_time(started):
+            try:
+                first = arrived.get(timeout=STREAM_IDLE_S)
+            except queue.Empty:
+                return  # the stream went quiet: this micro-batch is done
+            limit = min(cfg.cps_max_batch_size, task.quota - delivery.totals["pulled"])
+            deliver_streamed(converter, delivery, drain(arrived, first, limit))
+
+
+@contextlib.contextmanager
+def streaming_pull(subscriber, path: str, cfg: CloudPubSubSourceConfig, most_messages: int,
+                   arrived: queue.Queue) -> Iterator[None]:
+    """A streaming pull putting what arrives in `arrived`, with the cps.streamingPull.* flow control (the client
+    extends the leases itself); at the end the last acks go out before the stream is cancelled."""
+    from google.cloud import pubsub_v1
+
     flow = pubsub_v1.types.FlowControl(
-        max_messages=min(cfg.streaming_pull_flow_control_messages, task.quota),
+        max_messages=min(cfg.streaming_pull_flow_control_messages, most_messages),
         max_bytes=cfg.streaming_pull_flow_control_bytes,
         max_lease_duration=cfg.streaming_pull_max_ack_extension_ms / 1000 or 3600,
         max_duration_per_lease_extension=cfg.streaming_pull_max_ms_per_ack_extension / 1000,
     )
     stream = subscriber.subscribe(path, callback=arrived.put, flow_control=flow)
-    started = time.monotonic()
     try:
-        while delivery.totals["pulled"] < task.quota and task.has_time(started):
-            try:
-                batch = [arrived.get(timeout=STREAM_IDLE_S)]
-            except queue.Empty:
-                return  # the stream went quiet: this micro-batch is done
-            while len(batch) < cfg.cps_max_batch_size and delivery.totals["pulled"] + len(batch) < task.quota:
-                try:
-                    batch.append(arrived.get_nowait())
-                except queue.Empty:
-                    break
-            done = delivery.deliver(converter, [(_streamed_message_in(m), m.message_id) for m in batch], lambda: None)
-            for i in done:
-                batch[i].ack()
+        yield
     finally:
         time.sleep(ACK_FLUSH_S)  # the client sends acks in the background; let the last ones go out
         stream.cancel()
@@ -183,6 +213,24 @@ def _streaming_pull(task: SourceTask, subscriber, path: str, converter, delivery
             stream.result(timeout=30)
         except Exception:  # cancelled streams report it as an error
             pass
+
+
+def drain(arrived: queue.Queue, first, limit: int) -> list:
+    """`first` and what else is already waiting, at most `limit` in all."""
+    batch = [first]
+    while len(batch) < limit:
+        try:
+            batch.append(arrived.get_nowait())
+        except queue.Empty:
+            break
+    return batch
+
+
+def deliver_streamed(converter, delivery: "_Delivery", batch: list) -> None:
+    """Writes streamed messages to Kafka, then acks those Kafka took (or that were dropped)."""
+    done = delivery.deliver(converter, [(streamed_message_in(m), m.message_id) for m in batch], lambda: None)
+    for i in done:
+        batch[i].ack()
 
 
 class _Delivery:

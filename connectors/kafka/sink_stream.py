@@ -2,30 +2,25 @@
 consumer on their share of the partitions (stream_task.py), and the progress those tasks commit to the bridge's
 Kafka Connect group, read back as the bridge's position and counts.
 
-The job runs in a thread of the run; its Spark work carries the run's tags (so the run's watchdog and the next
-run's leftover check reach it) and one of its own, by which it is interrupted should its tasks not end through
-the lease (stream_lease.py). When the topics gain a
-partition the job is stopped and started again from the position reached, with the new partition assigned.
+The job, its lease and its restarts are a LeasedJob's (leased_job.py). When the topics gain a partition the job is
+stopped and started again from the position reached, with the new partition assigned.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 import time
-import uuid
 from typing import TYPE_CHECKING
 
 from confluent_kafka import TopicPartition
 
-from connectors.errors import root_cause
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
+from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.range_reader import ReaderSettings
 from connectors.kafka.sink_batch import SinkBatchResult
 from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
 from connectors.kafka.spark_read import Deliver
-from connectors.kafka.stream_lease import LeaseHolder
 from connectors.kafka.stream_task import StreamCommit, StreamSettings, stream_partitions
 from connectors.outage import kafka_outages_named
 
@@ -36,42 +31,30 @@ if TYPE_CHECKING:
 
 # How long a round waits for more records after its first, for a connector whose client has no linger of its own.
 DEFAULT_LINGER_S = 0.05
-# A task ends on its own this long after the run's own end, should the run's interrupt never reach it.
-_TASK_GRACE_S = 60
-# Restarts of a failed job in a row, with nothing moved in between, before the run fails with the job's error.
-_RESTARTS = 3
-# How long stop() waits for the tasks to end through the lease, and then for the job to go after interrupting it.
-_STOP_WAIT_S = 10
 
 
-class KafkaSinkStream:
+class KafkaSinkStream(LeasedJob):
     """A running always-on Kafka sink; `progress()` is what its tasks committed since the last call."""
 
     def __init__(self, spark: SparkSession, kafka: KafkaAdmin, bridge: Bridge, deliver: Deliver, linger_s: float,
                  recorded: Offsets):
-        self._spark, self._kafka, self._bridge, self._deliver = spark, kafka, bridge, deliver
-        self._linger_s = linger_s
-        self._run_tags = sorted(spark.getTags())
-        self._deadline = time.time() + bridge.continuous.max_run_minutes * 60 + _TASK_GRACE_S
+        super().__init__(spark, bridge, kafka.connection.librdkafka_config())
+        self._kafka, self._deliver, self._linger_s = kafka, deliver, linger_s
         self._reported_at = time.monotonic()
         self._skipped_unreported: dict[str, int] = {}
         self._seen: dict[tuple[str, int], dict[str, int]] = {}  # counts of the stream's commits read so far
-        self._failure: BaseException | None = None
-        self._stopped = False
-        self._restarts_without_progress = 0
-        self._lease: LeaseHolder | None = None
-        self._start(recorded)
+        self._position: Offsets = recorded
+        self._start()
 
-    # --- the job ---------------------------------------------------------------------------------------
-    def _start(self, position: Offsets) -> None:
+    def _start(self) -> None:
         config, kafka = self._bridge.config, self._kafka
         with kafka_outages_named(kafka.connection.bootstrap_servers, f"starting the stream of {self._bridge.name}"):
             self._partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
             # A plan of no records: where each partition starts (recorded, committed or initial offsets), and what
             # retention deleted before the bridge got to it.
-            plan = kafka.plan_batch(self._partitions, position, 0, self._bridge.batch.initial_offsets,
+            plan = kafka.plan_batch(self._partitions, self._position, 0, self._bridge.batch.initial_offsets,
                                     self._bridge.consumer_group, config.isolation_level)
-            self._position: Offsets = {t: dict(ps) for t, ps in plan.next_offsets.items()}
+            self._position = {t: dict(ps) for t, ps in plan.next_offsets.items()}
             # A stream's commit past the recorded position was acknowledged by the target (a run killed before it
             # could record it): starting there re-sends at most what its last round had in flight.
             for (topic, partition), (offset, metadata) in kafka.commits(self._bridge.consumer_group,
@@ -79,13 +62,8 @@ class KafkaSinkStream:
                 if StreamCommit.from_metadata(metadata) is not None and offset > self._position[topic][partition]:
                     self._position[topic][partition] = offset
         self._skipped_unreported.update(plan.skipped_by_retention)
-        self._stream_id = uuid.uuid4().hex[:16]
         self._seen = {}
         starts = sorted((t, p, o) for t, ps in self._position.items() for p, o in ps.items())
-        if self._lease is not None:
-            self._lease.close()
-        self._lease = LeaseHolder(kafka.connection.librdkafka_config(), self._bridge.consumer_group,
-                                  TopicPartition(starts[0][0], starts[0][1]), self._stream_id)
         tasks = max(1, min(self._bridge.continuous.stream_tasks, len(starts)))
         assignments = [starts[i::tasks] for i in range(tasks)]
         connection = kafka.connection
@@ -93,34 +71,12 @@ class KafkaSinkStream:
             reader=ReaderSettings({**connection.librdkafka_config(), "isolation.level": config.isolation_level},
                                   connection.bootstrap_servers, self._bridge.batch.outage_timeout_seconds,
                                   config.reads_kafka_headers),
-            group=self._bridge.consumer_group, stream_id=self._stream_id, linger_s=self._linger_s,
+            group=self._bridge.consumer_group, stream_id=self._new_stream_id(), linger_s=self._linger_s,
             lease_partition=(starts[0][0], starts[0][1]),
-            commit_every_s=min(1.0, self._bridge.continuous.commit_interval_ms / 2000), deadline=self._deadline)
-        self._tag = f"stream-{self._stream_id}"
+            commit_every_s=min(1.0, self._bridge.continuous.commit_interval_ms / 2000), deadline=self.deadline)
         job = self._spark.range(0, tasks, 1, tasks).mapInArrow(
             functools.partial(stream_partitions, settings, assignments, self._deliver), SUMMARY_SCHEMA)
-        self._thread = threading.Thread(target=self._run, args=(job,), name=f"stream {self._bridge.name}", daemon=True)
-        self._thread.start()
-
-    def _run(self, job) -> None:
-        try:
-            for tag in (*self._run_tags, self._tag):  # tags are per thread
-                self._spark.addTag(tag)
-            job.collect()
-        except BaseException as exc:  # noqa: BLE001 - handed to the run by raise_if_ended()
-            self._failure = exc
-
-    def _end_job(self) -> None:
-        """Tells the tasks, through the lease, to commit what they delivered and end; interrupts the job if they have
-        not within `_STOP_WAIT_S`."""
-        try:
-            self._lease.stop()
-        except Exception:  # noqa: BLE001 - Kafka away: the tasks stop when the lease lapses, or are interrupted
-            self._lease.close()
-        self._thread.join(_STOP_WAIT_S)
-        if self._thread.is_alive():
-            self._spark.interruptTag(self._tag)
-            self._thread.join(_STOP_WAIT_S)
+        self._launch(job, TopicPartition(starts[0][0], starts[0][1]))
 
     # --- the Stream protocol ---------------------------------------------------------------------------
     def progress(self):
@@ -133,12 +89,12 @@ class KafkaSinkStream:
             self._absorb_commits(result)
             ends = kafka.end_offsets(self._partitions, config.isolation_level)
             partitions_now = kafka.partitions(config.topic_list() or None, config.topics_regex)
-            if partitions_now != self._partitions and self._thread.is_alive() and not self._stopped:
+            if partitions_now != self._partitions and self._running:
                 # A partition came (or went): the job starts again with it, from where it got to.
                 self._end_job()
                 self._absorb_commits(result)  # what the stopped job committed last
                 self._failure = None  # the interrupt's own error
-                self._start(self._position)
+                self._start()
             restarted = self._restart_after_failure()
         result.plan = BatchPlan([], {t: dict(ps) for t, ps in self._position.items()}, ends,
                                 dict(self._skipped_unreported))
@@ -151,48 +107,24 @@ class KafkaSinkStream:
                                                 f"{result.plan.lag_after()} behind",
                                    warnings=(*report.warnings, restarted) if restarted else report.warnings)
 
-    def _restart_after_failure(self) -> str | None:
-        """A job that failed or ended (a task or an executor lost, a lease that lapsed while the run was busy)
-        starts again from its last commit; after `_RESTARTS` in a row that moved nothing in between, the failure
-        stays for raise_if_ended (starting again changes nothing)."""
-        if self._stopped or self._thread.is_alive() or self._restarts_without_progress >= _RESTARTS:
-            return None
-        self._restarts_without_progress += 1
-        cause = root_cause(self._failure)[1] if self._failure is not None else "its tasks ended"
-        self._failure = None
-        self._start(self._position)
-        return f"the stream failed and started again from its last commit: {cause}"
-
     def _absorb_commits(self, result: SinkBatchResult) -> None:
         """Adds the stream's commits since the last look to `result` and moves the position up to them."""
         for (topic, partition), (offset, metadata) in self._kafka.commits(self._bridge.consumer_group,
                                                                           self._partitions).items():
             commit = StreamCommit.from_metadata(metadata)
-            if commit is None or commit.stream_id != self._stream_id:
+            if commit is None or commit.stream_id != self.stream_id:
                 continue  # not this stream's: an earlier run's, or Kafka Connect's own
             if offset > self._position[topic][partition]:
                 self._position[topic][partition] = offset
             seen = self._seen.get((topic, partition), dict.fromkeys(COUNTERS, 0))
             counts = {name: commit.counts[name] - seen[name] for name in COUNTERS}
             if commit.counts != seen:
-                self._restarts_without_progress = 0
+                self._progress_made()
             self._seen[(topic, partition)] = commit.counts
             totals = result.per_partition.setdefault(f"{topic}-{partition}", dict.fromkeys(COUNTERS, 0))
             for name in COUNTERS:
                 totals[name] += counts[name]
                 result.totals[name] += counts[name]
-
-    def raise_if_ended(self) -> None:
-        if self._thread.is_alive() or self._stopped:
-            return
-        if self._failure is not None:
-            raise self._failure
-        raise RuntimeError(f"the stream of bridge {self._bridge.name} ended on its own")
-
-    def stop(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            self._end_job()
 
 
 def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, deliver: Deliver,

@@ -189,7 +189,7 @@ class _Stream:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
             error = exc.args[0]
-            if error.retriable() or error.code() in KAFKA_UNREACHABLE_CODES or error.code() in _COORDINATOR_CODES:
+            if commit_may_retry(error):
                 return  # the next round commits again (positions only ever move forward)
             raise StreamCommitRefused(f"Kafka refused the commit of group {self.settings.group}: {error.str()} "
                                       "(a Kafka Connect worker or another consumer active in the group?)") from None
@@ -199,3 +199,8 @@ class _Stream:
 
 _COORDINATOR_CODES = frozenset({KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
                                 KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT})
+
+
+def commit_may_retry(error: KafkaError) -> bool:
+    """A commit Kafka did not take now but may take later (its coordinator moving, the broker away)."""
+    return error.retriable() or error.code() in KAFKA_UNREACHABLE_CODES or error.code() in _COORDINATOR_CODES

@@ -1,0 +1,98 @@
+"""Driver side of an always-on Cloud Pub/Sub source (continuous mode): one long-running Spark job of pull tasks
+(stream_task.py), and what they reported, read back as the bridge's counts. Pub/Sub keeps the position (what is
+acked), so a restarted job simply pulls again; the job, its lease and its restarts are a LeasedJob's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from typing import TYPE_CHECKING
+
+from confluent_kafka import TopicPartition
+
+from connectors.cloud_pubsub.clients import PubSubConnection
+from connectors.cloud_pubsub_source.batch import SourceBatchResult, check_target_topic
+from connectors.cloud_pubsub_source.stream_task import SourceStreamSettings, stream_pull_and_deliver
+from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask
+from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.leased_job import LeasedJob
+from connectors.kafka.stream_report import TaskReport, report_group
+from connectors.outage import kafka_outages_named
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from connectors.bridge import Bridge
+
+_TOTALS = ("pulled", "acked", "dropped")  # the rest is per Kafka partition
+
+
+class CloudPubSubSourceStream(LeasedJob):
+    """A running always-on Cloud Pub/Sub source; `progress()` is what its tasks reported since the last call."""
+
+    def __init__(self, spark: SparkSession, connection: PubSubConnection, kafka: KafkaAdmin, bridge: Bridge):
+        super().__init__(spark, bridge, kafka.connection.librdkafka_config())
+        self._connection, self._kafka = connection, kafka
+        config = bridge.config
+        with kafka_outages_named(kafka.connection.bootstrap_servers, f"starting the stream of {bridge.name}"):
+            check_target_topic(kafka, config)
+        self._where = (config.kafka_topic, 0)
+        # Streaming pull: cps.streamingPull.parallelStreams streams, one per task, as a micro-batch has.
+        self._slots = (config.streaming_pull_parallel_streams if config.streaming_pull_enabled
+                       else bridge.continuous.stream_tasks)
+        self._reported_at = time.monotonic()
+        self._start()
+
+    def _start(self) -> None:
+        bridge, config = self._bridge, self._bridge.config
+        self._seen: dict[int, dict] = {}  # each slot's last report read, of this job
+        task = SourceTask(config, self._connection, self._kafka.connection.librdkafka_config(), math.inf,
+                          bridge.batch.outage_timeout_seconds)
+        settings = SourceStreamSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
+                                        report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
+                                        deadline=self.deadline)
+        slots = self._spark.range(0, self._slots, 1, self._slots).selectExpr("CAST(id AS INT) AS slot")
+        job = slots.mapInArrow(functools.partial(stream_pull_and_deliver, settings), SUMMARY_SCHEMA)
+        self._launch(job, TopicPartition(*self._where))
+
+    def progress(self):
+        from connectors.cloud_pubsub_source.plugin import source_report
+
+        started = self._reported_at
+        result = SourceBatchResult()
+        with kafka_outages_named(self._kafka.connection.bootstrap_servers,
+                                 f"reading the progress of {self._bridge.name}"):
+            self._absorb_reports(result)
+            restarted = self._restart_after_failure()
+        self._reported_at = time.monotonic()
+        result.duration_s = self._reported_at - started
+        report = source_report(result)
+        return dataclasses.replace(report, warnings=(*report.warnings, restarted) if restarted else report.warnings)
+
+    def _absorb_reports(self, result: SourceBatchResult) -> None:
+        """Adds what each task reported since the last look to `result`."""
+        topic, partition = self._where
+        for slot in range(self._slots):
+            commit = self._kafka.commits(report_group(self._bridge.consumer_group, slot), {topic: [partition]})
+            if not commit:
+                continue
+            report = TaskReport.from_metadata(commit[self._where][1])
+            if report is None or report.stream_id != self.stream_id:
+                continue  # an earlier run's
+            seen = self._seen.get(slot, {})
+            if report.counts != seen:
+                self._progress_made()
+            self._seen[slot] = report.counts
+            for name in _TOTALS:
+                moved = report.counts.get(name, 0) - seen.get(name, 0)
+                setattr(result, name, getattr(result, name) + moved)
+            before = seen.get("partitions", {})
+            for key, (written, size) in report.counts.get("partitions", {}).items():
+                was_written, was_size = before.get(key, (0, 0))
+                if written > was_written:
+                    result.per_partition[key] = result.per_partition.get(key, 0) + written - was_written
+                    result.written += written - was_written
+                result.bytes += size - was_size

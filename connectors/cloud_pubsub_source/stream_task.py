@@ -1,0 +1,123 @@
+"""Executor side of an always-on Cloud Pub/Sub source: one long-lived Spark task per slot pulls (unary pulls of
+cps.maxBatchSize, or one streaming pull), writes each round to Kafka and acks what Kafka acknowledged, exactly as
+a micro-batch's task does (write.py), until the run's lease tells it to stop (stream_lease.py). Its counts go to
+the run through Kafka (stream_report.py), at most every `report_every_s` while messages keep coming and at once
+when the subscription goes quiet.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import pyarrow as pa
+from confluent_kafka import TopicPartition
+
+from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
+from connectors.cloud_pubsub_source.write import (
+    SourceClients, SourceTask, deliver_pulled, deliver_streamed, drain, pull_retry, source_clients, streaming_pull,
+)
+from connectors.kafka.stream_lease import LeaseWatcher
+from connectors.kafka.stream_report import ReportPoster
+
+# With nothing arriving, the task looks at its lease again after this long (streaming pull).
+_IDLE_WAIT_S = 0.1
+# An empty unary pull is held by Pub/Sub until a message comes or this passes (the emulator answers after 0.5 s):
+# under the lease's lapse, so that a task whose run is gone stops in time.
+_PULL_HOLD_S = 0.8
+
+
+@dataclass(frozen=True)
+class SourceStreamSettings:
+    task: SourceTask
+    consumer_group: str  # the bridge's: its lease's and reports' groups are named after it
+    stream_id: str
+    where: tuple[str, int]  # the Kafka partition the lease and the reports are committed at
+    report_every_s: float
+    deadline: float  # time.time() at which the task ends on its own
+
+
+def stream_pull_and_deliver(settings: SourceStreamSettings,
+                            batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The body of the stream's tasks (mapInArrow over slots); a task yields nothing."""
+    for batch in batches:
+        for slot in batch.column("slot").to_pylist():
+            _run_slot(settings, slot)
+    yield from ()
+
+
+def _run_slot(settings: SourceStreamSettings, slot: int) -> None:
+    task, config = settings.task, settings.task.config
+    client_config = task.kafka_client_config
+    lease = LeaseWatcher(client_config, settings.consumer_group, TopicPartition(*settings.where), settings.stream_id)
+    poster = ReportPoster(client_config, settings.consumer_group, slot, settings.where, settings.stream_id)
+    try:
+        with source_clients(task) as clients:
+            _resume(clients, poster.last())
+            converter = CloudPubSubSourceConverter(config, partitioner_start=slot, topic_codec=clients.topic_codec)
+            rounds = _streamed_rounds if config.streaming_pull_enabled else _pulled_rounds
+            reported, posted_at = _counts(clients), time.monotonic()
+            for moved in rounds(task, clients, converter, lambda: lease.holds() and time.time() < settings.deadline):
+                counts = _counts(clients)
+                if counts != reported and (not moved or time.monotonic() - posted_at >= settings.report_every_s):
+                    if poster.post(counts):
+                        reported, posted_at = counts, time.monotonic()
+        counts = _counts(clients)  # after the last flush
+        if counts != reported:
+            poster.post(counts)
+    finally:
+        lease.close()
+        poster.close()
+
+
+def _counts(clients: SourceClients) -> dict:
+    delivery = clients.delivery
+    return {**delivery.totals, "partitions": {str(p): list(nb) for p, nb in sorted(delivery.written.items())}}
+
+
+def _resume(clients: SourceClients, last: dict | None) -> None:
+    """A task Spark runs again (a failed task, a lost executor) carries on with the counts its stream reported."""
+    if not last:
+        return
+    delivery = clients.delivery
+    for name in delivery.totals:
+        delivery.totals[name] = int(last.get(name, 0))
+    for partition, (written, size) in last.get("partitions", {}).items():
+        delivery.written[int(partition)] = [written, size]
+
+
+def _pulled_rounds(task: SourceTask, clients: SourceClients, converter,
+                   keep_going: Callable[[], bool]) -> Iterator[int]:
+    """Unary pulls of cps.maxBatchSize, each delivered before the next; yields what each moved (0: none came)."""
+    from google.api_core.exceptions import DeadlineExceeded
+
+    while keep_going():
+        try:
+            response = clients.subscriber.pull(subscription=clients.path, max_messages=task.config.cps_max_batch_size,
+                                               timeout=_PULL_HOLD_S, retry=pull_retry(task.outage_timeout_s))
+        except DeadlineExceeded:  # held the whole time with nothing to give
+            yield 0
+            continue
+        received = response.received_messages
+        if received:
+            deliver_pulled(clients.subscriber, clients.path, converter, clients.delivery, received)
+        yield len(received)
+
+
+def _streamed_rounds(task: SourceTask, clients: SourceClients, converter,
+                     keep_going: Callable[[], bool]) -> Iterator[int]:
+    """One streaming pull; what it brought, up to cps.maxBatchSize, is delivered in a round; yields each round's size."""
+    config = task.config
+    arrived: queue.Queue = queue.Queue()
+    with streaming_pull(clients.subscriber, clients.path, config, config.streaming_pull_flow_control_messages, arrived):
+        while keep_going():
+            try:
+                first = arrived.get(timeout=_IDLE_WAIT_S)
+            except queue.Empty:
+                yield 0
+                continue
+            batch = drain(arrived, first, config.cps_max_batch_size)
+            deliver_streamed(converter, clients.delivery, batch)
+            yield len(batch)

@@ -1,0 +1,120 @@
+"""The long-running Spark job of an always-on bridge (continuous mode), whatever it moves: run in a thread of the
+run, its tasks held on a lease through Kafka (stream_lease.py), started again after a failure.
+
+The job's Spark work carries the run's tags (so the run's watchdog and the next run's leftover check reach it)
+and one of its own, by which it is interrupted should its tasks not end through the lease. A connector's stream
+subclasses this: `_start()` builds and launches its job, `progress()` reads what the tasks reported.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from confluent_kafka import TopicPartition
+
+from connectors.errors import root_cause
+from connectors.kafka.stream_lease import LeaseHolder
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from connectors.bridge import Bridge
+
+# A task ends on its own this long after the run's own end, should the run's interrupt never reach it.
+_TASK_GRACE_S = 60
+# Restarts of a failed job in a row, with nothing moved in between, before the run fails with the job's error.
+_RESTARTS = 3
+# How long stopping waits for the tasks to end through the lease, and then for the job to go after interrupting it.
+_STOP_WAIT_S = 10
+
+
+class LeasedJob:
+    """The job part of a `connectors.plugin.Stream`: subclasses implement `_start()` and `progress()`, and call
+    `_progress_made()` when the tasks reported something new."""
+
+    def __init__(self, spark: SparkSession, bridge: Bridge, lease_client_config: dict):
+        self._spark, self._bridge = spark, bridge
+        self._lease_client_config = lease_client_config
+        self._run_tags = sorted(spark.getTags())
+        # time.time() at which the tasks end on their own (they may run on another host: no monotonic clock)
+        self.deadline = time.time() + bridge.continuous.max_run_minutes * 60 + _TASK_GRACE_S
+        self._failure: BaseException | None = None
+        self._stopped = False
+        self._restarts_without_progress = 0
+        self._lease: LeaseHolder | None = None
+        self._thread: threading.Thread | None = None
+        self.stream_id = ""
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _new_stream_id(self) -> str:
+        """A new id for the job about to start: its tasks' reports carry it, so earlier runs' are told apart."""
+        self.stream_id = uuid.uuid4().hex[:16]
+        return self.stream_id
+
+    def _launch(self, job: DataFrame, lease_partition: TopicPartition) -> None:
+        """Beats the lease for `stream_id` at `lease_partition` and runs `job` (its tasks watch that lease)."""
+        if self._lease is not None:
+            self._lease.close()
+        self._lease = LeaseHolder(self._lease_client_config, self._bridge.consumer_group, lease_partition,
+                                  self.stream_id)
+        self._tag = f"stream-{self.stream_id}"
+        self._thread = threading.Thread(target=self._run, args=(job,), name=f"stream {self._bridge.name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, job: DataFrame) -> None:
+        try:
+            for tag in (*self._run_tags, self._tag):  # tags are per thread
+                self._spark.addTag(tag)
+            job.collect()
+        except BaseException as exc:  # noqa: BLE001 - handed to the run by raise_if_ended()
+            self._failure = exc
+
+    @property
+    def _running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._stopped
+
+    def _end_job(self) -> None:
+        """Tells the tasks, through the lease, to report what they delivered and end; interrupts the job if they
+        have not within `_STOP_WAIT_S`."""
+        try:
+            self._lease.stop()
+        except Exception:  # noqa: BLE001 - Kafka away: the tasks stop when the lease lapses, or are interrupted
+            self._lease.close()
+        self._thread.join(_STOP_WAIT_S)
+        if self._thread.is_alive():
+            self._spark.interruptTag(self._tag)
+            self._thread.join(_STOP_WAIT_S)
+
+    def _progress_made(self) -> None:
+        self._restarts_without_progress = 0
+
+    def _restart_after_failure(self) -> str | None:
+        """A job that failed or ended (a task or an executor lost, a lease that lapsed while the run was busy)
+        starts again from its last report; after `_RESTARTS` in a row that moved nothing in between, the failure
+        stays for raise_if_ended (starting again changes nothing). Returns the warning to show, if restarted."""
+        if self._stopped or self._thread.is_alive() or self._restarts_without_progress >= _RESTARTS:
+            return None
+        self._restarts_without_progress += 1
+        cause = root_cause(self._failure)[1] if self._failure is not None else "its tasks ended"
+        self._failure = None
+        self._start()
+        return f"the stream failed and started again from its last commit: {cause}"
+
+    # --- the Stream protocol's end ----------------------------------------------------------------------
+    def raise_if_ended(self) -> None:
+        if self._thread.is_alive() or self._stopped:
+            return
+        if self._failure is not None:
+            raise self._failure
+        raise RuntimeError(f"the stream of bridge {self._bridge.name} ended on its own")
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._end_job()

@@ -1,0 +1,77 @@
+"""What an always-on bridge's tasks tell its run when they have no Kafka position of their own to commit (the
+sources: the position lives in Pub/Sub): each task commits its counts, as JSON metadata, to a group of its own
+(`<consumer group>-stream-report-<slot>`) at a partition of the bridge's Kafka topic, and the run reads them back
+at each commit interval. A sink's tasks carry their counts on their position commits instead (stream_task.py).
+
+Kafka is the channel because it is what both ends reach wherever Spark runs the tasks; a group commit is one
+small request, and costs no topic of ours.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from connectors.kafka.connection import client_logger
+from connectors.kafka.stream_task import StreamCommitRefused, commit_may_retry
+
+
+def report_group(consumer_group: str, slot: int) -> str:
+    return f"{consumer_group}-stream-report-{slot}"
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    stream_id: str
+    counts: dict[str, Any]  # JSON values: what the task moved since its stream began
+
+    def to_metadata(self) -> str:
+        return json.dumps({"stream": self.stream_id, "counts": self.counts}, separators=(",", ":"))
+
+    @staticmethod
+    def from_metadata(text: str | None) -> TaskReport | None:
+        try:
+            value = json.loads(text or "")
+            return TaskReport(value["stream"], dict(value["counts"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+class ReportPoster:
+    """A task's side: `post(counts)` commits them; `last()` is this stream's last report (a task run again)."""
+
+    def __init__(self, client_config: dict, consumer_group: str, slot: int, where: tuple[str, int], stream_id: str):
+        self._consumer = Consumer({**client_config, "group.id": report_group(consumer_group, slot),
+                                   "enable.auto.commit": False, "log_level": 3, "logger": client_logger()})
+        self._consumer_group = report_group(consumer_group, slot)
+        self._where = where
+        self._stream_id = stream_id
+        self._posts = 0
+
+    def last(self) -> dict[str, Any] | None:
+        [tp] = self._consumer.committed([TopicPartition(*self._where)], timeout=30)
+        report = TaskReport.from_metadata(tp.metadata)
+        if report is None or report.stream_id != self._stream_id:
+            return None
+        self._posts = max(tp.offset, 0)
+        return report.counts
+
+    def post(self, counts: dict[str, Any]) -> bool:
+        """Commits the counts; False if Kafka did not take them now (the next post carries them)."""
+        self._posts += 1
+        try:
+            self._consumer.commit(offsets=[TopicPartition(*self._where, self._posts,
+                                                          metadata=TaskReport(self._stream_id, counts).to_metadata())],
+                                  asynchronous=False)
+        except KafkaException as exc:
+            if commit_may_retry(exc.args[0]):
+                return False
+            raise StreamCommitRefused(f"Kafka refused the report of group {self._consumer_group}: "
+                                      f"{exc.args[0].str()}") from None
+        return True
+
+    def close(self) -> None:
+        self._consumer.close()
