@@ -127,8 +127,9 @@ class ConnectorPlugin:
     open_stream: Callable[[Systems, Bridge, Any], Stream] | None = None
 
     def __post_init__(self) -> None:
-        if self.signal is None and self.watcher is None:
-            raise ValueError(f"connector plugin {self.name}: give a signal or a watcher (continuous mode needs one)")
+        if self.signal is None and self.watcher is None and self.open_stream is None:
+            raise ValueError(f"connector plugin {self.name}: give a signal, a watcher or a stream "
+                             "(continuous mode needs one)")
 
     def watch(self, systems: Systems, bridge: Bridge) -> Callable[[Any], bool]:
         if self.watcher is not None:

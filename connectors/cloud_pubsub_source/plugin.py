@@ -1,10 +1,8 @@
 """CloudPubSubSourceConnector as a plugin: Cloud Pub/Sub -> Kafka. Pub/Sub keeps the cursor (acked or not), so
 there is no position of ours, and the backlog is not visible without pulling: its sensor starts a run every
-interval, and a continuous run peeks at the subscription between batches."""
+interval (batch mode); continuous mode is an always-on stream of pull tasks (stream.py)."""
 
 from __future__ import annotations
-
-from typing import Any, Callable
 
 from connectors import endpoints
 from connectors.bridge import Bridge
@@ -50,20 +48,13 @@ def _open_stream(systems: Systems, bridge: Bridge, position):
         return CloudPubSubSourceStream(spark, systems.pubsub.connection_for(config), systems.kafka.admin(), bridge)
 
 
-def _watcher(systems: Systems, bridge: Bridge) -> Callable[[Any], bool]:
-    from connectors.cloud_pubsub_source.peek import SubscriptionPeek
-
-    peek = SubscriptionPeek(systems.pubsub.connection_for(bridge.config), bridge.config)
-    return lambda position: peek.has_messages()
-
-
 def _route(bridge: Bridge) -> str:
     cfg = bridge.config
     return f"Pub/Sub projects/{cfg.cps_project}/subscriptions/{cfg.cps_subscription} -> Kafka {cfg.kafka_topic}"
 
 
 def _reads(bridge: Bridge, systems: Systems) -> tuple[Endpoint, ...]:
-    from connectors.cloud_pubsub_source.peek import subscription_topic
+    from connectors.cloud_pubsub_source.subscription import subscription_topic
 
     cfg = bridge.config
     connection = systems.pubsub.connection_for(cfg)
@@ -82,7 +73,6 @@ CONNECTOR = ConnectorPlugin(
     open_stream=_open_stream,
     position=None,
     signal=None,
-    watcher=_watcher,
     reads=_reads,
     writes=kafka_topic_written,
     keys=ReportKeys("messages", read="messages_pulled", delivered="records_written", lag=None,
