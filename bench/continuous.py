@@ -5,7 +5,8 @@ object passing the record's offset (archive), the Kafka broker's LogAppendTime (
 bridge idles: CPU of the run's process tree and of the engine's over 20 s, as % of one core.
 
 The Java connector (seed defaults, tasks.max=2) runs the Cloud sink row's same harness beside it. Both Cloud sink
-rows first move WARM_UP_RECORDS that are not measured: the fair reference is a warm worker.
+rows and both source rows first move WARM_UP_RECORDS that are not measured: the fair reference is a warm worker,
+and ours is measured warm too.
 
     python -m bench.continuous [--seconds 120] [--rate 1000]   (a stack of its own, like python -m bench)
 """
@@ -38,6 +39,7 @@ PARTITIONS = 4
 CONTINUOUS = {"trigger_interval_ms": 200, "commit_interval_ms": 5000, "max_run_minutes": 30}
 IDLE_SECONDS = 20
 WARM_UP_RECORDS = 100
+WARM_UP_VALUE = b"warm-up"
 
 
 @contextmanager
@@ -175,10 +177,26 @@ def kafka_arrivals(topic: str, count: int, timeout_s: float = 120) -> list[float
     deadline = time.monotonic() + timeout_s
     while len(latencies) < count and time.monotonic() < deadline:
         for message in consumer.consume(10_000, 1.0):
-            if message.error() is None:
+            if message.error() is None and message.value() != WARM_UP_VALUE:
                 latencies.append(message.timestamp()[1] / 1000 - float(message.value().decode()))
     consumer.close()
     return latencies
+
+
+def warm_up_source(send: Callable[[bytes], None], topic: str, timeout_s: float = 120) -> None:
+    """WARM_UP_RECORDS through a source bridge before the measured ones (which kafka_arrivals tells apart): a
+    source is measured warm, as the sinks are, not from its start."""
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    for _ in range(WARM_UP_RECORDS):
+        send(WARM_UP_VALUE)
+    admin, deadline = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"])), time.monotonic() + timeout_s
+    while sum(admin.end_offsets({topic: list(range(PARTITIONS))}).get(topic, {}).values()) < WARM_UP_RECORDS:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the warm-up records did not arrive within {timeout_s} s")
+        time.sleep(0.1)
+    time.sleep(0.5)
 
 
 def cloud_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
@@ -324,6 +342,7 @@ def cloud_source(remote: str, engine_pid: int, rate: float, seconds: float) -> d
     publisher = pubsub_v1.PublisherClient(pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.005))
     with continuous_run(entry, remote) as run:
         futures = []
+        warm_up_source(lambda value: futures.append(publisher.publish(topic, value)), name)
         sent = steady(lambda now: futures.append(publisher.publish(topic, repr(now).encode())), rate, seconds)
         [f.result(60) for f in futures]
         latencies = kafka_arrivals(name, sent)
@@ -346,6 +365,7 @@ def lite_source(remote: str, engine_pid: int, rate: float, seconds: float) -> di
     with continuous_run(entry, remote) as run, \
             PublisherClient(**lite_connection().client_kwargs(lite.location.region)) as publisher:
         futures = []
+        warm_up_source(lambda value: futures.append(publisher.publish(lite, value)), name)
         sent = steady(lambda now: futures.append(publisher.publish(lite, repr(now).encode())), rate, seconds)
         [f.result(60) for f in futures]
         latencies = kafka_arrivals(name, sent)

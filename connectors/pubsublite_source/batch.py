@@ -66,39 +66,22 @@ def head_cursors(connection: LiteConnection, topic, partition_count: int) -> Lit
             for p in range(partition_count)}
 
 
+def committed_cursors(connection: LiteConnection, config: PubSubLiteSourceConfig) -> LiteCursors:
+    """The subscription's committed cursor per partition (one that has one)."""
+    path = config.subscription_path()
+    return {c.partition: c.cursor.offset for c in connection.cursor_service(region_of(path.location))
+            .list_partition_cursors(request={"parent": str(path)})}
+
+
 def lite_positions(connection: LiteConnection, config: PubSubLiteSourceConfig,
                    recorded: LiteCursors) -> tuple[LiteCursors, LiteCursors]:
     """(start, head) per partition: start from the recorded cursors, else the subscription's committed
     cursor (a new partition, or a bridge's first run); head is where publishing is now."""
-    path = config.subscription_path()
     topic, partition_count = lite_topic_of(connection, config)
-    committed = {c.partition: c.cursor.offset for c in connection.cursor_service(region_of(path.location))
-                 .list_partition_cursors(request={"parent": str(path)})}
+    committed = committed_cursors(connection, config)
     heads = head_cursors(connection, topic, partition_count)
     starts = {p: recorded.get(p, committed.get(p, 0)) for p in range(partition_count)}
     return starts, heads
-
-
-class LiteBacklogWatch:
-    """Whether a partition's head is past `position`, cheap enough to ask every few hundred milliseconds
-    (continuous mode): one head-cursor call per partition, with the topic and its partition count looked
-    up again once a minute (a new partition is noticed within that)."""
-
-    REFRESH_S = 60.0
-
-    def __init__(self, connection: LiteConnection, config: PubSubLiteSourceConfig):
-        self._connection, self._config = connection, config
-        self._topic, self._count, self._looked_up = None, 0, float("-inf")
-
-    def pending(self, position: LiteCursors) -> bool:
-        if time.monotonic() - self._looked_up > self.REFRESH_S:
-            self._topic, self._count = lite_topic_of(self._connection, self._config)
-            self._looked_up = time.monotonic()
-        if any(p not in position for p in range(self._count)):  # no position yet: the committed cursor counts
-            starts, heads = lite_positions(self._connection, self._config, position)
-            return any(heads[p] > starts[p] for p in heads)
-        heads = head_cursors(self._connection, self._topic, self._count)
-        return any(heads[p] > position[p] for p in heads)
 
 
 def run_lite_source_batch(

@@ -1,9 +1,7 @@
 """PubSubLiteSourceConnector as a plugin: Pub/Sub Lite -> Kafka, resuming from recorded Lite cursors; its
-signal is the head cursors against them (cheap unary calls)."""
+signal is the head cursors against them (cheap unary calls); continuous mode is an always-on stream (stream.py)."""
 
 from __future__ import annotations
-
-from typing import Any, Callable
 
 from connectors import endpoints
 from connectors.bridge import Bridge
@@ -29,6 +27,11 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     with systems.spark.batch_session(bridge.name) as spark:
         result = run_lite_source_batch(spark, config, systems.pubsublite.connection_for(config),
                                        systems.kafka.admin(), position, bridge.batch)
+    return lite_source_report(result)
+
+
+def lite_source_report(result) -> BatchReport:
+    """What a batch (or a stream's progress read) moved, as the bridge's metadata."""
     written = result.messages - result.dropped
     values = {
         "messages_read": result.messages,
@@ -51,19 +54,20 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
                        ("messages_read", "messages_written", "messages_dropped", "bytes_written"), line, warnings, result.duration_s)
 
 
+def _open_stream(systems: Systems, bridge: Bridge, position):
+    from connectors.pubsublite_source.stream import LiteSourceStream
+
+    config = bridge.config
+    with systems.spark.batch_session(bridge.name) as spark:
+        return LiteSourceStream(spark, systems.pubsublite.connection_for(config), systems.kafka.admin(), bridge,
+                                position or {})
+
+
 def _backlog(systems: Systems, bridge: Bridge, position) -> Waiting:
     from connectors.pubsublite_source.batch import lite_positions
 
     starts, heads = lite_positions(systems.pubsublite.connection_for(bridge.config), bridge.config, position or {})
     return Waiting(sum(max(0, heads[p] - starts[p]) for p in heads), heads)
-
-
-def _watcher(systems: Systems, bridge: Bridge) -> Callable[[Any], bool]:
-    # Asked every few hundred milliseconds: the topic lookup is cached (see LiteBacklogWatch).
-    from connectors.pubsublite_source.batch import LiteBacklogWatch
-
-    watch = LiteBacklogWatch(systems.pubsublite.connection_for(bridge.config), bridge.config)
-    return lambda position: watch.pending(position or {})
 
 
 def _route(bridge: Bridge) -> str:
@@ -87,9 +91,9 @@ CONNECTOR = ConnectorPlugin(
     systems=("kafka", "pubsublite", "spark"),
     route=_route,
     run_batch=_run_batch,
+    open_stream=_open_stream,
     position=LITE_CURSORS,
     signal=Signal("backlog", ("pubsublite",), _backlog),
-    watcher=_watcher,
     reads=_reads,
     writes=kafka_topic_written,
     keys=ReportKeys("messages", read="messages_read", delivered="messages_written", lag="backlog_remaining",

@@ -21,8 +21,10 @@ class LostToRetention(Exception):
 
 
 async def read_partition(client, subscription: str, partition: int, start: int, end: int,
-                         flow_messages: int, flow_bytes: int, stats: dict) -> AsyncIterator[list]:
-    """Yield lists of raw SequencedMessages with offsets in [start, end), in order.
+                         flow_messages: int, flow_bytes: int, stats: dict,
+                         stall_timeout_s: float | None = STALL_TIMEOUT_S) -> AsyncIterator[list]:
+    """Yield lists of raw SequencedMessages with offsets in [start, end), in order. An always-on stream reads
+    with no end and no stall timeout (nothing arriving is not a stall there).
 
     Messages the topic's retention already dropped are skipped; `stats["lost"]` counts them and
     `stats["next_cursor"]` is where the next read starts (the committed cursor to write).
@@ -49,12 +51,12 @@ async def read_partition(client, subscription: str, partition: int, start: int, 
     stream = await client.subscribe(requests=request_stream(), metadata=list(metadata.items()))
     responses = stream.__aiter__()
     try:
-        first = types.SubscribeResponse.pb(await asyncio.wait_for(responses.__anext__(), STALL_TIMEOUT_S))
+        first = types.SubscribeResponse.pb(await asyncio.wait_for(responses.__anext__(), stall_timeout_s))
         begin = first.initial.cursor.offset
         stats["lost"] = max(0, min(begin, end) - start)
         stats["next_cursor"] = max(start, min(begin, end))
         while stats["next_cursor"] < end:
-            response = types.SubscribeResponse.pb(await asyncio.wait_for(responses.__anext__(), STALL_TIMEOUT_S))
+            response = types.SubscribeResponse.pb(await asyncio.wait_for(responses.__anext__(), stall_timeout_s))
             batch = [m for m in response.messages.messages if m.cursor.offset < end]
             if not batch:
                 continue

@@ -39,7 +39,7 @@ class LiteSourceTask:
     kafka_partition_count: int
 
 
-class _KafkaWriter:
+class KafkaWriter:
     """An idempotent producer that raises if Kafka refused any record, except, under
     errors.tolerance=all, records it refuses for good (counted in `dropped` and logged)."""
 
@@ -90,7 +90,7 @@ class _KafkaWriter:
                                f"{'; '.join(self.failures[:3])}")
 
 
-async def _move_range(task: LiteSourceTask, client, writer: _KafkaWriter, lite_partition: int,
+async def _move_range(task: LiteSourceTask, client, writer: KafkaWriter, lite_partition: int,
                       start: int, end: int) -> dict:
     cfg = task.config
     converter = PubSubLiteSourceConverter(cfg, task.kafka_partition_count, round_robin_start=lite_partition)
@@ -98,22 +98,29 @@ async def _move_range(task: LiteSourceTask, client, writer: _KafkaWriter, lite_p
     messages = written_bytes = 0
     async for batch in read_partition(client, str(cfg.subscription_path()), lite_partition, start, end,
                                       cfg.partition_flow_control_messages, cfg.partition_flow_control_bytes, stats):
-        for sequenced in batch:
-            try:
-                record = converter.convert(sequenced)
-            except ConversionError as exc:  # the run fails, naming the message; its cursor is not recorded
-                raise BatchError(f"Lite partition {lite_partition} offset {sequenced.cursor.offset}: {exc}") from None
-            if writer.write(record, f"Lite partition {lite_partition} offset {sequenced.cursor.offset}"):
-                written_bytes += len(record.value or b"") + len(record.key or b"")
+        written_bytes += write_batch(converter, writer, lite_partition, batch)
         messages += len(batch)
-        writer.producer.poll(0)
     return {"lite_partition": lite_partition, "next_cursor": stats["next_cursor"], "messages": messages,
             "written": messages, "bytes": written_bytes, "lost": stats["lost"]}
 
 
+def write_batch(converter: PubSubLiteSourceConverter, writer: KafkaWriter, lite_partition: int, batch: list) -> int:
+    """Hands a partition's messages to the producer (not waiting for Kafka); returns the bytes written."""
+    written_bytes = 0
+    for sequenced in batch:
+        try:
+            record = converter.convert(sequenced)
+        except ConversionError as exc:  # the run fails, naming the message; its cursor is not recorded
+            raise BatchError(f"Lite partition {lite_partition} offset {sequenced.cursor.offset}: {exc}") from None
+        if writer.write(record, f"Lite partition {lite_partition} offset {sequenced.cursor.offset}"):
+            written_bytes += len(record.value or b"") + len(record.key or b"")
+    writer.producer.poll(0)
+    return written_bytes
+
+
 def read_and_deliver(task: LiteSourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     ranges = [row for batch in batches for row in batch.to_pylist()]
-    writer = _KafkaWriter(task)
+    writer = KafkaWriter(task)
 
     async def move_all() -> list[dict]:
         client = task.connection.async_subscriber_service(region_of(task.config.subscription_path().location))

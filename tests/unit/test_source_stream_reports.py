@@ -60,3 +60,29 @@ def test_a_task_report_round_trips_through_commit_metadata_and_others_are_not_re
     assert len(report.to_metadata()) < 200
     assert TaskReport.from_metadata(report.to_metadata()) == report
     assert TaskReport.from_metadata("") is None and TaskReport.from_metadata('{"x": 1}') is None
+
+
+def test_a_lite_stream_read_moves_the_position_to_the_reported_cursors_and_adds_the_counts():
+    from connectors.pubsublite_source.batch import LiteSourceBatchResult
+    from connectors.pubsublite_source.stream import LiteSourceStream
+
+    kafka = _Commits()
+    stream = object.__new__(LiteSourceStream)
+    stream._kafka, stream._where, stream._slots, stream._seen = kafka, ("t", 0), 1, {}
+    stream._restarts_without_progress = 0
+    stream._bridge = type("B", (), {"consumer_group": "connect-b"})()
+    stream.stream_id, stream._position = "now", {0: 100, 1: 200}
+    group = report_group("connect-b", 0)
+    kafka.reports[group] = TaskReport("now", {"messages": 30, "bytes": 300, "dropped": 1,
+                                              "lost": {"0": 2}, "cursors": {"0": 132, "1": 200}})
+    first = LiteSourceBatchResult(start_cursors=dict(stream._position), head_cursors={})
+    stream._absorb_reports(first)
+    assert (first.messages, first.bytes, first.dropped, first.lost_to_retention) == (30, 300, 1, {0: 2})
+    assert stream._position == {0: 132, 1: 200}
+
+    kafka.reports[group] = TaskReport("now", {"messages": 40, "bytes": 400, "dropped": 1,
+                                              "lost": {"0": 2}, "cursors": {"0": 132, "1": 210}})
+    second = LiteSourceBatchResult(start_cursors=dict(stream._position), head_cursors={})
+    stream._absorb_reports(second)
+    assert (second.messages, second.bytes, second.dropped, second.lost_to_retention) == (10, 100, 0, {})
+    assert stream._position == {0: 132, 1: 210}

@@ -1,0 +1,123 @@
+"""Driver side of an always-on Pub/Sub Lite source (continuous mode): one long-running Spark job whose tasks each
+hold a Subscribe stream per Lite partition of their share (stream_task.py), and the cursors and counts they
+reported, read back as the bridge's position and counts. The job, its lease and its restarts are a LeasedJob's;
+a partition added to the Lite topic restarts the job with it. To rewind such a bridge, seek its subscription too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import TYPE_CHECKING
+
+from confluent_kafka import TopicPartition
+
+from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.leased_job import LeasedJob
+from connectors.kafka.stream_report import TaskReport, report_group
+from connectors.outage import kafka_outages_named, lite_outages_named
+from connectors.pubsublite.clients import LiteConnection
+from connectors.pubsublite_source.batch import (
+    LiteSourceBatchResult, committed_cursors, head_cursors, lite_positions, lite_topic_of,
+)
+from connectors.pubsublite_source.stream_task import LiteStreamSettings, stream_lite_partitions
+from connectors.pubsublite_source.write import SUMMARY_SCHEMA, LiteSourceTask
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from connectors.bridge import Bridge
+
+
+class LiteSourceStream(LeasedJob):
+    """A running always-on Lite source; `progress()` is what its tasks reported since the last call."""
+
+    def __init__(self, spark: SparkSession, connection: LiteConnection, kafka: KafkaAdmin, bridge: Bridge,
+                 recorded: dict[int, int]):
+        super().__init__(spark, bridge, kafka.connection.librdkafka_config())
+        self._connection, self._kafka = connection, kafka
+        config = bridge.config
+        with kafka_outages_named(kafka.connection.bootstrap_servers, f"starting the stream of {bridge.name}"):
+            kafka_partitions = kafka.partitions([config.kafka_topic]).get(config.kafka_topic)
+        if kafka_partitions is None:
+            raise ValueError(f"kafka.topic {config.kafka_topic!r} does not exist")
+        self._kafka_partition_count = len(kafka_partitions)
+        self._where = (config.kafka_topic, 0)
+        self._position: dict[int, int] = dict(recorded)
+        self._reported_at = time.monotonic()
+        self._start()
+
+    def _lite(self, doing: str):
+        subscription = self._bridge.config.subscription_path()
+        return lite_outages_named(self._connection, subscription.location, f"{doing} of {subscription}")
+
+    def _start(self) -> None:
+        bridge, config = self._bridge, self._bridge.config
+        with self._lite("reading the cursors"):
+            starts, _ = lite_positions(self._connection, config, self._position)
+            self._topic, self._partition_count = lite_topic_of(self._connection, config)
+            # A cursor committed past the recorded position was acknowledged by Kafka already (a stream's or a
+            # batch's, of a run killed before it could record it): starting there re-sends nothing it moved.
+            for partition, cursor in committed_cursors(self._connection, config).items():
+                if cursor > starts.get(partition, cursor):
+                    starts[partition] = cursor
+        self._position = starts
+        self._seen: dict[int, dict] = {}
+        self._slots = max(1, min(bridge.continuous.stream_tasks, len(starts)))
+        ordered = sorted(starts.items())
+        assignments = [ordered[i::self._slots] for i in range(self._slots)]
+        task = LiteSourceTask(config, self._connection, self._kafka.connection.librdkafka_config(),
+                              self._kafka_partition_count)
+        settings = LiteStreamSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
+                                      report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
+                                      deadline=self.deadline)
+        job = self._spark.range(0, self._slots, 1, self._slots).mapInArrow(
+            functools.partial(stream_lite_partitions, settings, assignments), SUMMARY_SCHEMA)
+        self._launch(job, TopicPartition(*self._where))
+
+    def progress(self):
+        from connectors.pubsublite_source.plugin import lite_source_report
+
+        started = self._reported_at
+        result = LiteSourceBatchResult(start_cursors=dict(self._position), head_cursors={})
+        with kafka_outages_named(self._kafka.connection.bootstrap_servers,
+                                 f"reading the progress of {self._bridge.name}"):
+            self._absorb_reports(result)
+        with self._lite("reading the head cursors"):
+            _, partition_count = lite_topic_of(self._connection, self._bridge.config)
+            if partition_count != self._partition_count and self._running:
+                # A partition came: the job starts again with it, from where it got to.
+                self._end_job()
+                self._absorb_reports(result)  # what the stopped job reported last
+                self._failure = None  # the interrupt's own error
+                self._start()
+            result.head_cursors = head_cursors(self._connection, self._topic, self._partition_count)
+        restarted = self._restart_after_failure()
+        result.next_cursors = dict(self._position)
+        self._reported_at = time.monotonic()
+        result.duration_s = self._reported_at - started
+        report = lite_source_report(result)
+        return dataclasses.replace(report, warnings=(*report.warnings, restarted) if restarted else report.warnings)
+
+    def _absorb_reports(self, result: LiteSourceBatchResult) -> None:
+        """Adds what each task reported since the last look to `result`, and moves the position up to it."""
+        topic, partition = self._where
+        for slot in range(self._slots):
+            commit = self._kafka.commits(report_group(self._bridge.consumer_group, slot), {topic: [partition]})
+            report = TaskReport.from_metadata(commit[self._where][1]) if commit else None
+            if report is None or report.stream_id != self.stream_id:
+                continue  # none yet, or an earlier run's
+            seen = self._seen.get(slot, {})
+            if report.counts != seen:
+                self._progress_made()
+            self._seen[slot] = report.counts
+            for name in ("messages", "dropped", "bytes"):
+                setattr(result, name, getattr(result, name) + report.counts.get(name, 0) - seen.get(name, 0))
+            for lite_partition, lost in report.counts.get("lost", {}).items():
+                moved = lost - seen.get("lost", {}).get(lite_partition, 0)
+                if moved:
+                    result.lost_to_retention[int(lite_partition)] = moved
+            for lite_partition, cursor in report.counts.get("cursors", {}).items():
+                if cursor > self._position.get(int(lite_partition), -1):
+                    self._position[int(lite_partition)] = cursor
