@@ -1,0 +1,289 @@
+"""Many always-on bridges on one machine, run the way a user runs them: `dagster dev` on a bridges file of N
+continuous Kafka -> Pub/Sub bridges (Cloud Pub/Sub sink, seed defaults, each its own topic), their keeper sensors
+starting one run each, while every topic gets `rate` records a second. Reports the CPU (% of one core) and the
+resident memory of our processes, split by kind (dagster dev's daemon, webserver, code server and run workers;
+the Spark engine's JVM and its Python workers), steady and idle, and the send -> Pub/Sub publish time of every
+record (p50, p99) across the fleet. The emulators are not counted. The same N topics through one Java Kafka
+Connect worker (1.3.3, one connector per topic, tasks.max=1) beside it.
+
+    python -m bench.fleet [--bridges 1,10,30] [--rate 20] [--seconds 60]   (a stack of its own, like python -m bench)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.continuous import kafka_producer
+from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
+from bench.process_memory import _children
+from bridgectl.paths import PROJECT_ROOT
+
+SETTLE_S = 10  # after the last run started, before anything is measured
+WINDOW_S = 30  # CPU is measured over this long, steady and idle
+JAVA_SINK = "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector"
+
+
+def _kind(pid: int) -> str | None:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    text = b" ".join(argv)
+    if b"java" in argv[0]:
+        return "engine JVM" if b"spark" in text.lower() else "Java worker"
+    if b"pyspark" in text or b"spark_worker_daemon" in text:
+        return "engine Python workers"
+    if b"dagster._daemon" in text or b"dagster-daemon" in text:
+        return "daemon"
+    if b"webserver" in text:
+        return "webserver"
+    if b"api grpc" in text or b"code-server" in text:
+        return "code server"
+    if b"execute_run" in text or b"spawn_main" in text or b"api execute" in text:
+        return "run workers"
+    return "dagster dev"
+
+
+def _tree(*roots: int) -> list[int]:
+    seen, stack = [], list(roots)
+    while stack:
+        pid = stack.pop()
+        if pid not in seen:
+            seen.append(pid)
+            stack += _children(pid)
+    return seen
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError):
+        return 0
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def measure_processes(roots: tuple[int, ...], seconds: float) -> dict:
+    """% of one core per kind over `seconds` (processes alive at both ends), and resident MB per kind at the end."""
+    before = {pid: _cpu_ticks(pid) for pid in _tree(*roots)}
+    time.sleep(seconds)
+    after = {pid: _cpu_ticks(pid) for pid in _tree(*roots)}
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu, rss = Counter(), Counter()
+    for pid, t in after.items():
+        kind = _kind(pid)
+        if kind is None:
+            continue
+        cpu[kind] += (t - before.get(pid, t)) / ticks / seconds * 100
+        rss[kind] += _rss(pid) / 2**20
+    return {"cpu_pct": {k: round(v, 1) for k, v in sorted(cpu.items())}, "cpu_pct_total": round(sum(cpu.values()), 1),
+            "rss_mb": {k: round(v) for k, v in sorted(rss.items())}, "rss_mb_total": round(sum(rss.values()))}
+
+
+class Traffic:
+    """`rate` records a second to every topic, each record's value its send time."""
+
+    def __init__(self, topics: list[str], rate: float):
+        self.topics, self.rate = topics, rate
+        self.sent = 0
+
+    def run(self, seconds: float) -> None:
+        producer, started = kafka_producer(), time.time()
+        while (now := time.time()) - started < seconds:
+            due = int((now - started) * self.rate) + 1
+            while self.sent < due * len(self.topics):
+                producer.produce(self.topics[self.sent % len(self.topics)], value=repr(time.time()).encode())
+                self.sent += 1
+            producer.poll(0)
+            time.sleep(0.01)
+        producer.flush(30)
+
+
+def publish_latencies(subscriptions: list[str], expected: int, timeout_s: float = 120) -> list[float]:
+    """Pub/Sub publish time - send time of every message in the subscriptions (pulled after the run)."""
+    from google.cloud import pubsub_v1
+
+    subscriber, latencies = pubsub_v1.SubscriberClient(), []
+    deadline = time.monotonic() + timeout_s
+    for subscription in subscriptions:
+        while time.monotonic() < deadline:
+            response = subscriber.pull(subscription=subscription, max_messages=1000, return_immediately=True)
+            if not response.received_messages:
+                break
+            subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
+            for m in response.received_messages:
+                try:
+                    latencies.append(m.message.publish_time.timestamp() - float(m.message.data.decode()))
+                except ValueError:
+                    continue  # a warm-up record
+    if len(latencies) < expected:
+        raise RuntimeError(f"only {len(latencies)} of {expected} records arrived")
+    return latencies
+
+
+def _quantiles(latencies: list[float]) -> dict:
+    cuts = statistics.quantiles(latencies, n=100)
+    return {"records": len(latencies), "p50_s": round(cuts[49], 3), "p99_s": round(cuts[98], 3),
+            "max_s": round(max(latencies), 3)}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _fleet_topics(count: int) -> tuple[list[str], list[str]]:
+    fresh_pubsub()
+    topics, subscriptions = [], []
+    for _ in range(count):
+        name = kafka_topic(unique_name("fleet"), 1)
+        subscriptions.append(pubsub_topic(name)[1])
+        topics.append(name)
+    return topics, subscriptions
+
+
+def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int) -> dict:
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    topics, subscriptions = _fleet_topics(count)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        work = Path(tmp)
+        (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
+            {"name": f"fleet_{i}", "connector": "CloudPubSubSinkConnector", "mode": "continuous",
+             "config": {"topics": t, "cps.project": PROJECT, "cps.topic": t}} for i, t in enumerate(topics)]}))
+        home = work / "dagster_home"
+        home.mkdir()
+        shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+        env = {**os.environ, "BRIDGES_FILE": str(work / "bridges.yaml"), "DAGSTER_HOME": str(home),
+               "BRIDGE_SPARK_REMOTE": remote}
+        log = BENCH_STACK_HOME / f"fleet-{count}.log"
+        dev = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "dev", "-w",
+                                "workspace.yaml", "-p", str(_free_port()), "--log-level", "warning"], env=env,
+                               cwd=PROJECT_ROOT, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                               start_new_session=True)
+        try:
+            asked = time.monotonic()
+            with DagsterInstance.from_config(str(home)) as instance:
+                while len(instance.get_run_ids(RunsFilter(statuses=[DagsterRunStatus.STARTED]))) < count:
+                    if dev.poll() is not None or time.monotonic() - asked > 600:
+                        raise RuntimeError(f"the fleet's runs did not all start; see {log}")
+                    time.sleep(1)
+                records = instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
+                waits = sorted(r.start_time - r.create_timestamp.timestamp() for r in records)
+            all_started_s = time.monotonic() - asked
+            time.sleep(SETTLE_S)
+            return _measure(topics, subscriptions, rate, seconds, (dev.pid, engine_pid)) | {
+                "all_runs_started_s": round(all_started_s, 1),
+                "run_start_wait_s": {"median": round(statistics.median(waits), 1), "max": round(waits[-1], 1)}}
+        finally:
+            os.killpg(dev.pid, signal.SIGINT)
+            try:
+                dev.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(dev.pid, signal.SIGKILL)
+
+
+def java(count: int, rate: float, seconds: float) -> dict:
+    from bench.java_reference import _add_connector, java_reference
+
+    topics, subscriptions = _fleet_topics(count)
+    folder = BENCH_STACK_HOME / "java-fleet"
+    shutil.rmtree(folder, ignore_errors=True)
+    with java_reference(folder) as reference:
+
+        def connector(topic: str) -> dict:
+            return reference._connector(topic, {"connector.class": JAVA_SINK, "tasks.max": "1", "topics": topic,
+                                                "cps.project": PROJECT, "cps.topic": topic})
+
+        worker, log, port = reference._start(topics[0], connector(topics[0]))
+        try:
+            deadline = time.monotonic() + 180
+            while "Adding newly assigned partitions" not in log.read_text(errors="replace"):
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the Java worker did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.2)
+            for topic in topics[1:]:
+                _add_connector(port, connector(topic))
+            while log.read_text(errors="replace").count("Adding newly assigned partitions") < count:
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the Java worker did not start every connector:\n{log.read_text()[-3000:]}")
+                time.sleep(0.5)
+            time.sleep(SETTLE_S)
+            return _measure(topics, subscriptions, rate, seconds, (worker.pid,))
+        finally:
+            worker.terminate()
+            worker.wait(30)
+
+
+def _measure(topics: list[str], subscriptions: list[str], rate: float, seconds: float, roots: tuple[int, ...]) -> dict:
+    """Warm-up, then `seconds` of traffic with the CPU measured over its middle, then idle."""
+    import threading
+
+    producer = kafka_producer()
+    for topic in topics:  # one record each through every bridge first: the fleet is measured warm
+        producer.produce(topic, value=b"warm-up")
+    producer.flush(30)
+    time.sleep(5)
+    traffic = Traffic(topics, rate)
+    sending = threading.Thread(target=traffic.run, args=(seconds,))
+    sending.start()
+    time.sleep(max(0.0, (seconds - WINDOW_S) / 2))
+    steady = measure_processes(roots, min(WINDOW_S, seconds))
+    sending.join()
+    time.sleep(10)
+    idle = measure_processes(roots, WINDOW_S)
+    latencies = publish_latencies(subscriptions, traffic.sent)
+    return {"bridges": len(topics), "sent": traffic.sent, **_quantiles(latencies), "steady": steady, "idle": idle}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bridges", default="1,10,30")
+    parser.add_argument("--rate", type=float, default=20, help="records/s per bridge")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--no-java", action="store_true")
+    parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "fleet.json"))
+    args = parser.parse_args()
+    results: dict = {"rate_per_bridge": args.rate, "seconds": args.seconds, "ours": {}, "java": {}}
+    with bench_stack() as stack:
+        remote = stack.env()["BRIDGE_SPARK_REMOTE"]
+        engine_pid = {s.name: s.pid for s in stack.status()}["spark"]
+        for count in [int(n) for n in args.bridges.split(",")]:
+            print(f"fleet: {count} bridges, ours ...", flush=True)
+            results["ours"][count] = ours(count, args.rate, args.seconds, remote, engine_pid)
+            print(json.dumps(results["ours"][count]), flush=True)
+            if not args.no_java:
+                print(f"fleet: {count} bridges, Java ...", flush=True)
+                results["java"][count] = java(count, args.rate, args.seconds)
+                print(json.dumps(results["java"][count]), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
