@@ -178,7 +178,11 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int) 
              "config": {"topics": t, "cps.project": PROJECT, "cps.topic": t}} for i, t in enumerate(topics)]}))
         home = work / "dagster_home"
         home.mkdir()
-        shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+        # Each always-on bridge holds a run slot for its run's length: the queue must let every one run.
+        instance_yaml = yaml.safe_load((PROJECT_ROOT / "dagster_home" / "dagster.yaml").read_text())
+        coordinator = instance_yaml["run_coordinator"]["config"]
+        coordinator["max_concurrent_runs"] = max(coordinator["max_concurrent_runs"], count)
+        (home / "dagster.yaml").write_text(yaml.safe_dump(instance_yaml))
         env = {**os.environ, "BRIDGES_FILE": str(work / "bridges.yaml"), "DAGSTER_HOME": str(home),
                "BRIDGE_SPARK_REMOTE": remote}
         log = BENCH_STACK_HOME / f"fleet-{count}.log"
