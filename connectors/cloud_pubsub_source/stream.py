@@ -15,11 +15,11 @@ from confluent_kafka import TopicPartition
 
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.batch import SourceBatchResult, check_target_topic
-from connectors.cloud_pubsub_source.stream_task import SourceStreamSettings, stream_pull_and_deliver
+from connectors.cloud_pubsub_source.stream_task import stream_pull_and_deliver
 from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
-from connectors.kafka.stream_report import TaskReport, report_group
+from connectors.kafka.stream_report import ReportingTaskSettings, TaskReport, report_group
 from connectors.outage import kafka_outages_named
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class CloudPubSubSourceStream(LeasedJob):
         self._seen: dict[int, dict] = {}  # each slot's last report read, of this job
         task = SourceTask(config, self._connection, self._kafka.connection.librdkafka_config(), math.inf,
                           bridge.batch.outage_timeout_seconds)
-        settings = SourceStreamSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
+        settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                         report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
                                         deadline=self.deadline)
         slots = self._spark.range(0, self._slots, 1, self._slots).selectExpr("CAST(id AS INT) AS slot")

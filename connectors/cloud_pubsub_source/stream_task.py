@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -20,7 +19,7 @@ from connectors.cloud_pubsub_source.write import (
     SourceClients, SourceTask, deliver_pulled, deliver_streamed, drain, pull_retry, source_clients, streaming_pull,
 )
 from connectors.kafka.stream_lease import LeaseWatcher
-from connectors.kafka.stream_report import ReportPoster
+from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
 
 # With nothing arriving, the task looks at its lease again after this long (streaming pull).
 _IDLE_WAIT_S = 0.1
@@ -29,17 +28,7 @@ _IDLE_WAIT_S = 0.1
 _PULL_HOLD_S = 0.8
 
 
-@dataclass(frozen=True)
-class SourceStreamSettings:
-    task: SourceTask
-    consumer_group: str  # the bridge's: its lease's and reports' groups are named after it
-    stream_id: str
-    where: tuple[str, int]  # the Kafka partition the lease and the reports are committed at
-    report_every_s: float
-    deadline: float  # time.time() at which the task ends on its own
-
-
-def stream_pull_and_deliver(settings: SourceStreamSettings,
+def stream_pull_and_deliver(settings: ReportingTaskSettings,
                             batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The body of the stream's tasks (mapInArrow over slots); a task yields nothing."""
     for batch in batches:
@@ -48,7 +37,7 @@ def stream_pull_and_deliver(settings: SourceStreamSettings,
     yield from ()
 
 
-def _run_slot(settings: SourceStreamSettings, slot: int) -> None:
+def _run_slot(settings: ReportingTaskSettings, slot: int) -> None:
     task, config = settings.task, settings.task.config
     client_config = task.kafka_client_config
     lease = LeaseWatcher(client_config, settings.consumer_group, TopicPartition(*settings.where), settings.stream_id)
@@ -108,7 +97,7 @@ def _pulled_rounds(task: SourceTask, clients: SourceClients, converter,
 
 def _streamed_rounds(task: SourceTask, clients: SourceClients, converter,
                      keep_going: Callable[[], bool]) -> Iterator[int]:
-    """One streaming pull; what it brought, up to cps.maxBatchSize, is delivered in a round; yields each round's size."""
+    """One streaming pull; what it brought, up to cps.maxBatchSize, is a round; yields each round's size."""
     config = task.config
     arrived: queue.Queue = queue.Queue()
     with streaming_pull(clients.subscriber, clients.path, config, config.streaming_pull_flow_control_messages, arrived):

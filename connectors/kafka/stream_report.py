@@ -19,6 +19,18 @@ from connectors.kafka.connection import client_logger
 from connectors.kafka.stream_task import StreamCommitRefused, commit_may_retry
 
 
+@dataclass(frozen=True)
+class ReportingTaskSettings:
+    """A reporting stream's task: the connector's own task settings, and where its lease and reports live."""
+
+    task: Any  # the connector's task settings (config, connections), as its micro-batch's tasks have them
+    consumer_group: str  # the bridge's: its lease's and reports' groups are named after it
+    stream_id: str
+    where: tuple[str, int]  # the Kafka partition the lease and the reports are committed at
+    report_every_s: float
+    deadline: float  # time.time() at which the task ends on its own
+
+
 def report_group(consumer_group: str, slot: int) -> str:
     return f"{consumer_group}-stream-report-{slot}"
 

@@ -15,13 +15,13 @@ from confluent_kafka import TopicPartition
 
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
-from connectors.kafka.stream_report import TaskReport, report_group
+from connectors.kafka.stream_report import ReportingTaskSettings, TaskReport, report_group
 from connectors.outage import kafka_outages_named, lite_outages_named
 from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_source.batch import (
     LiteSourceBatchResult, committed_cursors, head_cursors, lite_positions, lite_topic_of,
 )
-from connectors.pubsublite_source.stream_task import LiteStreamSettings, stream_lite_partitions
+from connectors.pubsublite_source.stream_task import stream_lite_partitions
 from connectors.pubsublite_source.write import SUMMARY_SCHEMA, LiteSourceTask
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class LiteSourceStream(LeasedJob):
         assignments = [ordered[i::self._slots] for i in range(self._slots)]
         task = LiteSourceTask(config, self._connection, self._kafka.connection.librdkafka_config(),
                               self._kafka_partition_count)
-        settings = LiteStreamSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
+        settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                       report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
                                       deadline=self.deadline)
         job = self._spark.range(0, self._slots, 1, self._slots).mapInArrow(

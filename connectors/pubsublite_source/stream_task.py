@@ -11,18 +11,17 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
 from confluent_kafka import TopicPartition
 
 from connectors.kafka.stream_lease import LeaseWatcher
-from connectors.kafka.stream_report import ReportPoster
+from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
 from connectors.pubsublite.clients import region_of
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
 from connectors.pubsublite_source.read import read_partition
-from connectors.pubsublite_source.write import KafkaWriter, LiteSourceTask, write_batch
+from connectors.pubsublite_source.write import KafkaWriter, write_batch
 
 # With nothing arriving, the task looks at its lease again after this long.
 _IDLE_WAIT_S = 0.1
@@ -30,17 +29,7 @@ _IDLE_WAIT_S = 0.1
 _READ_AHEAD = 4
 
 
-@dataclass(frozen=True)
-class LiteStreamSettings:
-    task: LiteSourceTask
-    consumer_group: str  # the bridge's: its lease's and reports' groups are named after it
-    stream_id: str
-    where: tuple[str, int]  # the Kafka partition the lease and the reports are committed at
-    report_every_s: float
-    deadline: float  # time.time() at which the task ends on its own
-
-
-def stream_lite_partitions(settings: LiteStreamSettings, assignments: list[list[tuple[int, int]]],
+def stream_lite_partitions(settings: ReportingTaskSettings, assignments: list[list[tuple[int, int]]],
                            task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The body of the stream's tasks (mapInArrow): `assignments[i]` holds task i's (Lite partition, cursor)
     starts. A task yields nothing."""
@@ -51,7 +40,7 @@ def stream_lite_partitions(settings: LiteStreamSettings, assignments: list[list[
 
 
 class _LiteStream:
-    def __init__(self, settings: LiteStreamSettings, slot: int, starts: list[tuple[int, int]]):
+    def __init__(self, settings: ReportingTaskSettings, slot: int, starts: list[tuple[int, int]]):
         self.settings, self.slot = settings, slot
         self.counts: dict = {"messages": 0, "bytes": 0, "lost": {}, "cursors": {str(p): c for p, c in starts}}
         self.poster = ReportPoster(settings.task.kafka_client_config, settings.consumer_group, slot, settings.where,
