@@ -80,7 +80,7 @@ class LiteSourceStream(LeasedJob):
         from connectors.pubsublite_source.plugin import lite_source_report
 
         started = self._reported_at
-        result = LiteSourceBatchResult(start_cursors=dict(self._position), head_cursors={})
+        result = LiteSourceBatchResult(start_cursors={}, head_cursors={})
         with kafka_outages_named(self._kafka.connection.bootstrap_servers,
                                  f"reading the progress of {self._bridge.name}"):
             self._absorb_reports(result)
@@ -94,7 +94,8 @@ class LiteSourceStream(LeasedJob):
                 self._start()
             result.head_cursors = head_cursors(self._connection, self._topic, self._partition_count)
         restarted = self._restart_after_failure()
-        result.next_cursors = dict(self._position)
+        # After a restart for a new partition, the position (and the heads) have it too.
+        result.start_cursors = result.next_cursors = dict(self._position)
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started
         report = lite_source_report(result)

@@ -1,5 +1,5 @@
-"""The always-on Kafka sink (continuous mode's stream) on the warm engine, as a user runs it: a partition added
-while it runs, its task's Python worker killed (a task lost), and its commits in the Kafka Connect group."""
+"""The always-on streams (continuous mode) on the warm engine, as a user runs them: a partition added while they
+run, their task's Python worker killed (a task lost); for the Kafka sink, its commits in the Kafka Connect group."""
 
 from __future__ import annotations
 
@@ -93,3 +93,57 @@ def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_
     commits = kafka_admin().commits(f"connect-{case.name}", {case.topic: [0, 1, 2]})
     assert sum(offset for offset, _ in commits.values()) == case.head()
     assert all(StreamCommit.from_metadata(metadata) is not None for _, metadata in commits.values())
+
+
+def test_a_lite_source_stream_takes_a_new_lite_partition_and_survives_a_lost_task(stack, spark_remote, tmp_path,
+                                                                                     unique):
+    from google.cloud.pubsublite import Topic
+    from google.cloud.pubsublite.types import MessageMetadata
+    from google.protobuf.field_mask_pb2 import FieldMask
+
+    from tests.e2e.lite_helpers import lite_connection, publish_lite
+    from tests.e2e.test_continuous_e2e import LiteSource
+
+    case = LiteSource(unique, tmp_path)
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    home = env["DAGSTER_HOME"]
+    run = start(command, env, tmp_path / "run.log")
+    sent: list[str] = []
+    try:
+        first = [f"a{i}" for i in range(50)]
+        case.send(first)
+        sent += first
+        wait_until(lambda: set(sent) <= set(case.arrived()), "the first messages arrived")
+
+        # A Lite partition added while the stream runs is read from its start.
+        admin = lite_connection().admin(case.lite_topic.location.region)
+        admin.update_topic(Topic(name=str(case.lite_topic), partition_config=Topic.PartitionConfig(
+            count=3, capacity=Topic.PartitionConfig.Capacity(publish_mib_per_sec=4, subscribe_mib_per_sec=8))),
+            FieldMask(paths=["partition_config"]))
+        third = [f"p2-{i}" for i in range(30)]
+        ids = publish_lite(case.lite_topic, [{"data": v.encode()} for v in third])  # a new publisher: 3 partitions
+        assert any(MessageMetadata.decode(i).partition.value == 2 for i in ids), ids
+        case.published += len(third)
+        sent += third
+        wait_until(lambda: set(sent) <= set(case.arrived()), "the new partition's messages arrived", timeout_s=60)
+
+        # The task's Python worker dies (a task lost): the stream starts again from its last cursors.
+        workers = _python_workers({s.name: s.pid for s in stack.status()}["spark"])
+        assert workers, "no Python worker found"
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        after = [f"b{i}" for i in range(50)]
+        case.send(after)
+        sent += after
+        wait_until(lambda: set(sent) <= set(case.arrived()), "messages sent after the lost task arrived", timeout_s=90)
+        assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        wait_until(lambda: recorded_position(home, case) == case.head(), "the cursors are recorded")
+    finally:
+        os.killpg(run.pid, signal.SIGINT)
+        run.wait(60)
+
+    arrived = case.arrived()
+    assert set(arrived) == set(sent)
+    assert sum(n - 1 for n in collections.Counter(arrived).values()) <= 50  # at most the lost task's last round
+    assert "started again from its last commit" in (tmp_path / "run.log").read_text()
