@@ -99,7 +99,8 @@ class LiteSourceStream(LeasedJob):
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started
         report = lite_source_report(result)
-        return dataclasses.replace(report, warnings=(*report.warnings, restarted) if restarted else report.warnings)
+        return dataclasses.replace(report, line=f"{report.moved} messages moved to Kafka; {result.backlog_after} behind",
+                                   warnings=(*report.warnings, restarted) if restarted else report.warnings)
 
     def _absorb_reports(self, result: LiteSourceBatchResult) -> None:
         """Adds what each task reported since the last look to `result`, and moves the position up to it."""
