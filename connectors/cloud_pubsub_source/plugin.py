@@ -9,6 +9,7 @@ from connectors.bridge import Bridge
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import kafka_topic_written
+from connectors.cloud_pubsub_source.report import source_report
 from connectors.plugin import BatchReport, ConnectorPlugin, ReportKeys, Systems
 
 
@@ -20,24 +21,6 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
         result = run_source_batch(spark, config, systems.pubsub.connection_for(config), systems.kafka.admin(),
                                   bridge.batch)
     return source_report(result)
-
-
-def source_report(result) -> BatchReport:
-    """What a batch (or a stream's progress read) moved, as the bridge's metadata."""
-    values = {
-        "messages_pulled": result.pulled,
-        "records_written": result.written,
-        "messages_acked": result.acked,
-        "messages_dropped": result.dropped,
-        "bytes_written": result.bytes,
-        "duration_seconds": round(result.duration_s, 3),
-        "records_per_second": round(result.records_per_second, 1),
-        "records_per_kafka_partition": dict(result.per_partition),
-    }
-    line = f"{result.pulled} messages pulled, {result.written} written, {result.acked} acked in {result.duration_s:.1f}s"
-    return BatchReport(result.written, None, values,
-                       ("messages_pulled", "records_written", "messages_acked", "messages_dropped", "bytes_written"),
-                       line, (), result.duration_s)
 
 
 def _open_stream(systems: Systems, bridge: Bridge, position):

@@ -15,6 +15,7 @@ from confluent_kafka import TopicPartition
 
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.batch import SourceBatchResult, check_target_topic
+from connectors.cloud_pubsub_source.report import source_report
 from connectors.cloud_pubsub_source.stream_task import stream_pull_and_deliver
 from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask
 from connectors.kafka.admin import KafkaAdmin
@@ -59,8 +60,6 @@ class CloudPubSubSourceStream(LeasedJob):
         self._launch(job, TopicPartition(*self._where))
 
     def progress(self):
-        from connectors.cloud_pubsub_source.plugin import source_report
-
         started = self._reported_at
         result = SourceBatchResult()
         with kafka_outages_named(self._kafka.connection.bootstrap_servers,

@@ -21,6 +21,7 @@ from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_source.batch import (
     LiteSourceBatchResult, committed_cursors, head_cursors, lite_positions, lite_topic_of,
 )
+from connectors.pubsublite_source.report import lite_source_report
 from connectors.pubsublite_source.stream_task import stream_lite_partitions
 from connectors.pubsublite_source.write import SUMMARY_SCHEMA, LiteSourceTask
 
@@ -77,8 +78,6 @@ class LiteSourceStream(LeasedJob):
         self._launch(job, TopicPartition(*self._where))
 
     def progress(self):
-        from connectors.pubsublite_source.plugin import lite_source_report
-
         started = self._reported_at
         result = LiteSourceBatchResult(start_cursors={}, head_cursors={})
         with kafka_outages_named(self._kafka.connection.bootstrap_servers,
