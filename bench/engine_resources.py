@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.process_memory import _children, tree_rss_by_kind
+from bench.process_memory import children, tree_rss_by_kind
 from bridgectl.demo import TrafficGenerator, create_demo_resources
 from bridgectl.local_stack import LocalStack
 from bridgectl.paths import PROJECT_ROOT
@@ -30,7 +30,7 @@ def _tree(root: int) -> list[int]:
     while stack:
         pid = stack.pop()
         pids.append(pid)
-        stack += _children(pid)
+        stack += children(pid)
     return pids
 
 

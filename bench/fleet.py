@@ -30,7 +30,7 @@ import yaml
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
 from bench.continuous import kafka_producer
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
-from bench.process_memory import _children
+from bench.process_memory import children
 from bridgectl.paths import PROJECT_ROOT
 
 SETTLE_S = 10  # after the last run started, before anything is measured
@@ -65,7 +65,7 @@ def _tree(*roots: int) -> list[int]:
         pid = stack.pop()
         if pid not in seen:
             seen.append(pid)
-            stack += _children(pid)
+            stack += children(pid)
     return seen
 
 

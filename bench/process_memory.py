@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     kids = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
@@ -34,7 +34,7 @@ def tree_rss_by_kind(root: int) -> Counter:
                     total[kind] += int(line.split()[1]) * 1024
         except OSError:
             continue
-        stack += _children(pid)
+        stack += children(pid)
     return total
 
 
@@ -87,5 +87,5 @@ def tree_cpu_seconds(*roots: int) -> float:
             total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
         except (OSError, IndexError):
             continue
-        stack += _children(pid)
+        stack += children(pid)
     return total / _CLOCK_TICKS

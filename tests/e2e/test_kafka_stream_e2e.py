@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import NewPartitions
 
+from bench.process_memory import children
 from connectors.kafka.stream_task import StreamCommit
 from tests.e2e.test_continuous_e2e import CloudSink, recorded_position, start, wait_until
 from tests.e2e.helpers import cli_run, kafka_admin, produce_to_partition
@@ -22,15 +23,6 @@ pytestmark = pytest.mark.e2e
 def _python_workers(engine_pid: int) -> list[int]:
     """The Python workers of the warm engine (forked from its worker daemon); not the classic session's of this
     test process, which other tests go on using."""
-    def children(pid: int) -> list[int]:
-        kids = []
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                kids += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                pass
-        return kids
-
     def is_daemon(pid: int) -> bool:
         try:
             return b"connectors.spark_worker_daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -44,6 +36,21 @@ def _python_workers(engine_pid: int) -> list[int]:
         stack += children(pid)
     # A worker is a daemon's fork: the same command line, its parent the daemon.
     return [worker for daemon in tree if is_daemon(daemon) for worker in children(daemon) if is_daemon(worker)]
+
+
+def _lose_the_task_then_send(stack, case, sent: list[str], run, tmp_path: Path) -> None:
+    """Kills the warm engine's Python workers, sends 50 more, and waits until everything sent has arrived with the
+    run still going."""
+    workers = _python_workers({s.name: s.pid for s in stack.status()}["spark"])
+    assert workers, "no Python worker found"
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(1)
+    after = [f"b{i}" for i in range(50)]
+    case.send(after)
+    sent += after
+    wait_until(lambda: set(sent) <= set(case.arrived()), "what was sent after the lost task arrived", timeout_s=90)
+    assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
 
 
 def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_connect_group(
@@ -68,16 +75,7 @@ def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_
         wait_until(lambda: set(sent) <= set(case.arrived()), "the new partition's records arrived", timeout_s=60)
 
         # The task's Python worker dies (a task lost): the stream starts again from its last commit.
-        workers = _python_workers({s.name: s.pid for s in stack.status()}["spark"])
-        assert workers, "no Python worker found"
-        for pid in workers:
-            os.kill(pid, signal.SIGKILL)
-        time.sleep(1)
-        after = [f"b{i}" for i in range(50)]
-        case.send(after)
-        sent += after
-        wait_until(lambda: set(sent) <= set(case.arrived()), "records sent after the lost task arrived", timeout_s=90)
-        assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        _lose_the_task_then_send(stack, case, sent, run, tmp_path)
         wait_until(lambda: recorded_position(home, case) == case.head(), "the position is recorded")
     finally:
         os.killpg(run.pid, signal.SIGINT)
@@ -128,16 +126,7 @@ def test_a_lite_source_stream_takes_a_new_lite_partition_and_survives_a_lost_tas
         wait_until(lambda: set(sent) <= set(case.arrived()), "the new partition's messages arrived", timeout_s=60)
 
         # The task's Python worker dies (a task lost): the stream starts again from its last cursors.
-        workers = _python_workers({s.name: s.pid for s in stack.status()}["spark"])
-        assert workers, "no Python worker found"
-        for pid in workers:
-            os.kill(pid, signal.SIGKILL)
-        time.sleep(1)
-        after = [f"b{i}" for i in range(50)]
-        case.send(after)
-        sent += after
-        wait_until(lambda: set(sent) <= set(case.arrived()), "messages sent after the lost task arrived", timeout_s=90)
-        assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        _lose_the_task_then_send(stack, case, sent, run, tmp_path)
         wait_until(lambda: recorded_position(home, case) == case.head(), "the cursors are recorded")
     finally:
         os.killpg(run.pid, signal.SIGINT)
