@@ -20,7 +20,7 @@ from connectors.cloud_pubsub_source.stream_task import stream_pull_and_deliver
 from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
-from connectors.kafka.stream_report import ReportingTaskSettings, TaskReport, report_group
+from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
 from connectors.outage import kafka_outages_named
 
 if TYPE_CHECKING:
@@ -73,23 +73,13 @@ class CloudPubSubSourceStream(LeasedJob):
 
     def _absorb_reports(self, result: SourceBatchResult) -> None:
         """Adds what each task reported since the last look to `result`."""
-        topic, partition = self._where
-        for slot in range(self._slots):
-            commit = self._kafka.commits(report_group(self._bridge.consumer_group, slot), {topic: [partition]})
-            if not commit:
-                continue
-            report = TaskReport.from_metadata(commit[self._where][1])
-            if report is None or report.stream_id != self.stream_id:
-                continue  # an earlier run's
-            seen = self._seen.get(slot, {})
-            if report.counts != seen:
-                self._progress_made()
-            self._seen[slot] = report.counts
+        for seen, counts in new_reports(self._kafka, self._bridge.consumer_group, self._slots, self._where,
+                                        self.stream_id, self._seen):
+            self._progress_made()
             for name in _TOTALS:
-                moved = report.counts.get(name, 0) - seen.get(name, 0)
-                setattr(result, name, getattr(result, name) + moved)
+                setattr(result, name, getattr(result, name) + counts.get(name, 0) - seen.get(name, 0))
             before = seen.get("partitions", {})
-            for key, (written, size) in report.counts.get("partitions", {}).items():
+            for key, (written, size) in counts.get("partitions", {}).items():
                 was_written, was_size = before.get(key, (0, 0))
                 if written > was_written:
                     result.per_partition[key] = result.per_partition.get(key, 0) + written - was_written

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -87,3 +87,16 @@ class ReportPoster:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def new_reports(kafka, consumer_group: str, slots: int, where: tuple[str, int], stream_id: str,
+                seen: dict[int, dict]) -> Iterator[tuple[dict, dict]]:
+    """The run's side: each of the stream's `slots` tasks whose report changed since `seen` (which this updates),
+    as (counts before, counts now). Reports of other streams (an earlier run's) are left out."""
+    for slot in range(slots):
+        commit = kafka.commits(report_group(consumer_group, slot), {where[0]: [where[1]]})
+        report = TaskReport.from_metadata(commit[where][1]) if commit else None
+        if report is None or report.stream_id != stream_id or report.counts == seen.get(slot):
+            continue
+        before, seen[slot] = seen.get(slot, {}), report.counts
+        yield before, report.counts

@@ -84,6 +84,14 @@ def lite_positions(connection: LiteConnection, config: PubSubLiteSourceConfig,
     return starts, heads
 
 
+def target_partition_count(kafka: KafkaAdmin, config: PubSubLiteSourceConfig) -> int:
+    """kafka.topic's partition count; raises naming it when it does not exist."""
+    kafka_partitions = kafka.partitions([config.kafka_topic]).get(config.kafka_topic)
+    if kafka_partitions is None:
+        raise ValueError(f"kafka.topic {config.kafka_topic!r} does not exist")
+    return len(kafka_partitions)
+
+
 def run_lite_source_batch(
     spark: SparkSession,
     config: PubSubLiteSourceConfig,
@@ -93,9 +101,7 @@ def run_lite_source_batch(
     batch: BatchSettings,
 ) -> LiteSourceBatchResult:
     started = time.monotonic()
-    kafka_partitions = kafka.partitions([config.kafka_topic]).get(config.kafka_topic)
-    if kafka_partitions is None:
-        raise ValueError(f"kafka.topic {config.kafka_topic!r} does not exist")
+    kafka_partition_count = target_partition_count(kafka, config)
     subscription = config.subscription_path()
     with lite_outages_named(connection, subscription.location, f"reading the cursors of {subscription}"):
         starts, heads = lite_positions(connection, config, recorded)
@@ -104,7 +110,7 @@ def run_lite_source_batch(
               for p, n in sorted(budgets.items()) if n > 0]
     result = LiteSourceBatchResult(start_cursors=starts, head_cursors=heads)
     if ranges:
-        task = LiteSourceTask(config, connection, kafka.connection.librdkafka_config(), len(kafka_partitions))
+        task = LiteSourceTask(config, connection, kafka.connection.librdkafka_config(), kafka_partition_count)
         frame = spark.createDataFrame(ranges, RANGE_SCHEMA).repartition(min(len(ranges), batch.parallelism))
         rows = frame.mapInArrow(functools.partial(read_and_deliver, task), SUMMARY_SCHEMA).collect()
         cursor_service = connection.cursor_service(region_of(config.subscription_path().location))

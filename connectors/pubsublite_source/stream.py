@@ -15,11 +15,11 @@ from confluent_kafka import TopicPartition
 
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
-from connectors.kafka.stream_report import ReportingTaskSettings, TaskReport, report_group
+from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
 from connectors.outage import kafka_outages_named, lite_outages_named
 from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_source.batch import (
-    LiteSourceBatchResult, committed_cursors, head_cursors, lite_positions, lite_topic_of,
+    LiteSourceBatchResult, committed_cursors, head_cursors, lite_positions, lite_topic_of, target_partition_count,
 )
 from connectors.pubsublite_source.report import lite_source_report
 from connectors.pubsublite_source.stream_task import stream_lite_partitions
@@ -40,10 +40,7 @@ class LiteSourceStream(LeasedJob):
         self._connection, self._kafka = connection, kafka
         config = bridge.config
         with kafka_outages_named(kafka.connection.bootstrap_servers, f"starting the stream of {bridge.name}"):
-            kafka_partitions = kafka.partitions([config.kafka_topic]).get(config.kafka_topic)
-        if kafka_partitions is None:
-            raise ValueError(f"kafka.topic {config.kafka_topic!r} does not exist")
-        self._kafka_partition_count = len(kafka_partitions)
+            self._kafka_partition_count = target_partition_count(kafka, config)
         self._where = (config.kafka_topic, 0)
         self._position: dict[int, int] = dict(recorded)
         self._reported_at = time.monotonic()
@@ -98,27 +95,21 @@ class LiteSourceStream(LeasedJob):
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started
         report = lite_source_report(result)
-        return dataclasses.replace(report, line=f"{report.moved} messages moved to Kafka; {result.backlog_after} behind",
+        line = f"{report.moved} messages moved to Kafka; {result.backlog_after} behind"
+        return dataclasses.replace(report, line=line,
                                    warnings=(*report.warnings, restarted) if restarted else report.warnings)
 
     def _absorb_reports(self, result: LiteSourceBatchResult) -> None:
         """Adds what each task reported since the last look to `result`, and moves the position up to it."""
-        topic, partition = self._where
-        for slot in range(self._slots):
-            commit = self._kafka.commits(report_group(self._bridge.consumer_group, slot), {topic: [partition]})
-            report = TaskReport.from_metadata(commit[self._where][1]) if commit else None
-            if report is None or report.stream_id != self.stream_id:
-                continue  # none yet, or an earlier run's
-            seen = self._seen.get(slot, {})
-            if report.counts != seen:
-                self._progress_made()
-            self._seen[slot] = report.counts
+        for seen, counts in new_reports(self._kafka, self._bridge.consumer_group, self._slots, self._where,
+                                        self.stream_id, self._seen):
+            self._progress_made()
             for name in ("messages", "dropped", "bytes"):
-                setattr(result, name, getattr(result, name) + report.counts.get(name, 0) - seen.get(name, 0))
-            for lite_partition, lost in report.counts.get("lost", {}).items():
+                setattr(result, name, getattr(result, name) + counts.get(name, 0) - seen.get(name, 0))
+            for lite_partition, lost in counts.get("lost", {}).items():
                 moved = lost - seen.get("lost", {}).get(lite_partition, 0)
                 if moved:
                     result.lost_to_retention[int(lite_partition)] = moved
-            for lite_partition, cursor in report.counts.get("cursors", {}).items():
+            for lite_partition, cursor in counts.get("cursors", {}).items():
                 if cursor > self._position.get(int(lite_partition), -1):
                     self._position[int(lite_partition)] = cursor
