@@ -1,4 +1,5 @@
-"""The code location: every bridge in bridges.yaml as an asset, with its job and its sensor."""
+"""The code location: every bridge in bridges.yaml as an asset, with its job and its sensor; each host (bridges
+sharing a continuous run) with its job and keeper."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ from typing import Any
 
 from dagster import ConfigurableResource, Definitions, in_process_executor
 
-from bridge_assets.factory import bridge_ends, build_bridge_asset
+from bridge_assets.factory import bridge_ends, build_bridge_assets
 from bridge_assets.lineage import external_specs
 from connectors.config.bridges_file import load_bridges
-from jobs import build_bridge_job, job_name
+from jobs import build_bridge_job, build_host_job, host_job_name, job_name
 from resources import default_resources
-from sensors import build_bridge_sensor
+from sensors import build_bridge_sensor, build_host_keeper
 
 
 class _SystemsOnDemand:
@@ -34,10 +35,15 @@ def build_definitions(bridges_file: str | None = None) -> Definitions:
     resources = default_resources()
     systems = _SystemsOnDemand(resources)
     ends = [bridge_ends(b, systems) for b in bridges]
+    hosts: dict[str, list] = {}
+    for bridge in bridges:
+        if bridge.mode == "continuous" and bridge.continuous.host is not None:
+            hosts.setdefault(bridge.continuous.host, []).append(bridge)
     return Definitions(
-        assets=[*(build_bridge_asset(b, e) for b, e in zip(bridges, ends)), *external_specs(ends)],
-        jobs=[build_bridge_job(b) for b in bridges],
-        sensors=[build_bridge_sensor(b, job_name(b)) for b in bridges],
+        assets=[*build_bridge_assets(bridges, ends), *external_specs(ends)],
+        jobs=[*(build_bridge_job(b) for b in bridges), *(build_host_job(h, m) for h, m in hosts.items())],
+        sensors=[*(build_bridge_sensor(b, job_name(b)) for b in bridges),
+                 *(build_host_keeper(h, m, host_job_name(h)) for h, m in hosts.items())],
         resources=resources,
         # Also for `dagster asset materialize` and the UI's ad hoc runs: one step per bridge, so a
         # subprocess per step would only add seconds of start-up (and a second Spark session).

@@ -1,28 +1,29 @@
 """One software-defined asset per bridge, built from its connector plugin's declarations (connectors/plugin.py).
 
 `mode: batch` (the default): a run moves one micro-batch and records where it got to.
-`mode: continuous`: a run loops micro-batches and records the position every commit interval.
+`mode: continuous`: a run keeps moving and records the position every commit interval (continuous_run.py); the
+bridges naming one host share a run.
 """
 
 import contextlib
-import dataclasses
 import logging
-import threading
 import traceback
 from typing import Iterator
 
 from dagster import (
-    AssetExecutionContext, AssetKey, AssetMaterialization, AssetsDefinition, Failure, MaterializeResult,
-    MetadataValue, asset,
+    AssetExecutionContext, AssetKey, AssetsDefinition, AssetSpec, Failure, MaterializeResult, MetadataValue, asset,
+    multi_asset,
 )
 
 import health
+from bridge_assets.continuous_run import ContinuousRun
+from bridge_assets.failures import failure_line
 from bridge_assets.lineage import BridgeEnds
 from bridge_assets.metadata import as_metadata, recorded_position
 from connectors.bridge import Bridge
 from connectors.endpoints import Endpoint
-from connectors.errors import root_cause
 from connectors.plugin import Systems
+from jobs import HOST_TAG
 from jobs.lease import BridgeBusy, BridgeLease
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,21 @@ def bridge_ends(bridge: Bridge, systems: Systems) -> BridgeEnds:
     return BridgeEnds(AssetKey(bridge.name), bridge.group, plugin.reads(asking, systems), plugin.writes(bridge))
 
 
-def build_bridge_asset(bridge: Bridge, ends: BridgeEnds | None = None) -> AssetsDefinition:
-    build = _continuous_asset if bridge.mode == "continuous" else _one_batch_asset
-    return build(bridge, ends.reads if ends else ())
+def build_bridge_assets(bridges: list[Bridge], ends: list[BridgeEnds] | None = None) -> list[AssetsDefinition]:
+    """A batch bridge's asset of its own; the continuous bridges of one host in one multi-asset (one step moves
+    them all), any other continuous bridge in one of its own."""
+    reads = {b.name: e.reads for b, e in zip(bridges, ends)} if ends else {}
+    hosts: dict[str, list[Bridge]] = {}
+    assets = []
+    for bridge in bridges:
+        if bridge.mode != "continuous":
+            assets.append(_one_batch_asset(bridge, reads.get(bridge.name, ())))
+        elif bridge.continuous.host is None:
+            assets.append(_continuous_assets(None, [bridge], reads))
+        else:
+            hosts.setdefault(bridge.continuous.host, []).append(bridge)
+    assets += [_continuous_assets(host, members, reads) for host, members in hosts.items()]
+    return assets
 
 
 def _describe(bridge: Bridge) -> str:
@@ -99,11 +112,6 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         lease.release()
 
 
-def failure_line(bridge: Bridge, exc: BaseException) -> str:
-    system, cause = root_cause(exc)
-    return f"bridge {bridge.name} ({system or bridge.plugin.route(bridge)}): {cause}"
-
-
 def _one_batch_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
     plugin = bridge.plugin
 
@@ -123,45 +131,34 @@ def _one_batch_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefin
     return _bridge
 
 
-def _continuous_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
-    from bridge_assets.continuous import commits_until_terminated, follow_stream, loop_batches, termination_sets
+def host_step_name(host: str) -> str:
+    return f"host_{host}"
 
-    plugin = bridge.plugin
-    # A micro-batch that pulls for longer than a commit interval would hold back the commits.
-    looping = dataclasses.replace(bridge, batch=bridge.batch.model_copy(
-        update={"max_seconds": bridge.batch.max_seconds or bridge.continuous.commit_interval_ms / 1000}))
 
-    @asset(**_asset_properties(bridge, reads))
-    def _bridge(context: AssetExecutionContext):
-        systems = context.resources
-        # One Spark session for the whole run, not one per micro-batch.
-        session = systems.spark.batch_session(bridge.name) if "spark" in plugin.systems else contextlib.nullcontext()
-        with _holding_lease(context, bridge) as lease, session:
-            position = recorded_position(context.instance, context.asset_key, plugin.position)
-            moving = looping.with_secrets()
-            stop = threading.Event()
-            if plugin.open_stream is not None:
-                with termination_sets(stop):
-                    stream = plugin.open_stream(systems, moving, position)
-                commits = follow_stream(stream, looping.continuous, context.log.warning, stop)
-            else:
-                commits = loop_batches(lambda at: plugin.run_batch(systems, moving, at), plugin.watch(systems, moving),
-                                       position, looping.continuous, context.log.warning, stop)
-            for commit in commits_until_terminated(commits, stop):
-                # A termination while a commit is checked or reported ends the loop after it, as during a
-                # batch; under Dagster's own handler it would interrupt the step and lose the commit.
-                with termination_sets(stop):
-                    lease.check()  # a fenced run records nothing
-                    context.log.info(commit.line)
-                    evaluations = health.batch_evaluations(bridge, commit.values)
-                    metadata = as_metadata(plugin.position, commit.position, commit.values)
-                if commit.final:
-                    yield MaterializeResult(metadata=metadata, check_results=[e.result() for e in evaluations])
-                else:
-                    # A step yields each check's result once: the commits' are recorded beside it, each
-                    # judging the materialization just recorded.
-                    yield AssetMaterialization(asset_key=context.asset_key, metadata=metadata)
-                    with termination_sets(stop):
-                        health.report(context.instance, context.asset_key, evaluations)
+def _continuous_assets(host: str | None, members: list[Bridge],
+                       reads: dict[str, tuple[Endpoint, ...]]) -> AssetsDefinition:
+    """One step moving `members` (continuous_run.py); each stays an asset of its own, any subset runnable."""
+    specs, check_specs = [], []
+    for bridge in members:
+        properties = _asset_properties(bridge, reads.get(bridge.name, ()))
+        check_specs += properties["check_specs"]
+        # skippable: a host's run records a bridge only while its sensor has it on.
+        specs.append(AssetSpec(key=bridge.name, group_name=properties["group_name"], deps=properties["deps"],
+                               kinds=properties["kinds"], description=properties["description"],
+                               tags=properties["tags"], skippable=True))
+    by_key = {AssetKey(b.name): b for b in members}
 
-    return _bridge
+    @multi_asset(
+        name=host_step_name(host) if host else members[0].name, specs=specs, check_specs=check_specs,
+        can_subset=True, op_tags={HOST_TAG: host} if host else {"bridge": members[0].name},
+        required_resource_keys={"bridge_lease", *(s for b in members for s in b.plugin.systems)})
+    def _continuous(context: AssetExecutionContext):
+        selected = [by_key[key] for key in by_key if key in context.selected_asset_keys]
+        wanted = None
+        if host is not None and context.run.tags.get(HOST_TAG) == host:
+            from sensors.switches import switched_on
+
+            wanted = lambda: switched_on(context.instance, selected)  # noqa: E731
+        ContinuousRun(context, selected, wanted).run()
+
+    return _continuous

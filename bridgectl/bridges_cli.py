@@ -170,12 +170,15 @@ def start(name: str, path: Path | None, url: str) -> None:
 @_URL
 def stop(name: str, path: Path | None, url: str) -> None:
     """Turn the bridge's sensor off; a continuous run ends after its batch, recording its position (a batch
-    run in flight finishes its batch)."""
+    run in flight finishes its batch); a hosted bridge ends in its host's run, the others going on."""
     bridge = _bridge(path, name)
     deployment = Deployment(url)
     status = deployment.set_sensor(_sensor_name(bridge), running=False)
     say(f"{name}: sensor {_sensor_name(bridge)} {status.lower()}")
-    if bridge.mode == "continuous":
+    if bridge.mode == "continuous" and bridge.continuous.host is not None:
+        say(f"{name}: host {bridge.continuous.host}'s run ends it after recording its commit (its other bridges "
+            "go on)")
+    elif bridge.mode == "continuous":
         for run_id in deployment.end_runs(name):
             say(f"{name}: ended continuous run {run_id}")
 

@@ -53,6 +53,10 @@ class ContinuousSettings(BaseModel):
     # source pulls in each (unary pulls; a streaming pull has cps.streamingPull.parallelStreams). Each holds a
     # Spark task slot and a Python worker for the run's length; one keeps up with thousands of records a second.
     stream_tasks: int = Field(1, ge=1, le=64)
+    # Bridges naming the same host move in one long-lived Dagster run, each in a thread of its own, as Kafka
+    # Connect's worker runs many connectors in one JVM; each keeps its own asset, position, checks and lease,
+    # and its sensor switches it on and off in that run. Unset: the bridge has a run of its own.
+    host: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)
 
 
 class CheckSettings(BaseModel):

@@ -58,6 +58,26 @@ class SparkResource(ConfigurableResource):
             return get_spark_session([], remote=self._remote_url())
         return get_spark_session([], master=self.master, log4j2_config=str(log4j2_config()))
 
+    def _run_tag(self) -> str:
+        return f"dagster-run-{self._run_id or 'none'}"
+
+    @staticmethod
+    def _tag_for(spark: "SparkSession", bridge: str) -> None:
+        """Interrupts what an earlier run of `bridge` left running, then tags this thread's work with the bridge."""
+        bridge_tag = f"bridge-{bridge}"
+        leftovers = spark.interruptTag(bridge_tag)
+        if leftovers:
+            get_dagster_logger().warning(f"Interrupted {len(leftovers)} Spark operations of bridge {bridge} left "
+                                         "running by an earlier run")
+        spark.addTag(bridge_tag)
+
+    def tag_thread(self, bridge: str) -> None:
+        """In a bridge host's thread for `bridge`, inside the host's open session: Spark tags belong to the thread
+        that adds them, so each bridge's thread carries the run's tag (the watchdog's) and its own."""
+        assert self._open is not None, "tag_thread() is for a thread of a run whose session is open"
+        self._open.addTag(self._run_tag())
+        self._tag_for(self._open, bridge)
+
     @contextlib.contextmanager
     def batch_session(self, bridge: str) -> Iterator["SparkSession"]:
         """The session one batch of `bridge` runs in, its Spark work tagged with the bridge and the run.
@@ -81,12 +101,8 @@ class SparkResource(ConfigurableResource):
         # A classic session has no server to lose; only Spark Connect errors are named here.
         with spark_connect_outages_named(without_secrets(self.remote or self.master)):
             spark = self.session()
-            bridge_tag, run_tag = f"bridge-{bridge}", f"dagster-run-{self._run_id or 'none'}"
-            leftovers = spark.interruptTag(bridge_tag)
-            if leftovers:
-                get_dagster_logger().warning(f"Interrupted {len(leftovers)} Spark operations of bridge {bridge} left "
-                                             "running by an earlier run")
-            spark.addTag(bridge_tag)
+            run_tag = self._run_tag()
+            self._tag_for(spark, bridge)
             spark.addTag(run_tag)
             watchdog = InterruptWatchdog(connect_url_of(self._remote_url(), spark), run_tag) if self.remote else None
             try:

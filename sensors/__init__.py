@@ -14,9 +14,11 @@ from dagster import (
 
 import health
 from connectors.bridge import Bridge
-from jobs.lease import fence_if_stale
+from jobs import HOST_TAG
+from jobs.lease import LeaseTiming, current_holder, fence_if_stale
 from resources.lease import BridgeLeaseResource
 from sensors.backoff import evaluate_with_backoff
+from sensors.switches import switch_name, switched_on
 
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
@@ -52,6 +54,8 @@ def _sensor_properties(bridge: Bridge, job_name: str, kind: str, description: st
 
 
 def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
+    if bridge.mode == "continuous" and bridge.continuous.host is not None:
+        return build_switch_sensor(bridge)
     if bridge.mode == "continuous":
         return build_keeper_sensor(bridge, job_name)
     if bridge.plugin.signal is None:
@@ -125,3 +129,43 @@ def build_signal_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
         return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, check)
 
     return _signal_sensor
+
+
+def build_switch_sensor(bridge: Bridge) -> SensorDefinition:
+    """A hosted bridge's on/off: its host's run reads it (sensors/switches.py); the sensor itself starts nothing."""
+    host = bridge.continuous.host
+
+    @sensor(name=switch_name(bridge), minimum_interval_seconds=bridge.sensor.interval_seconds,
+            default_status=DefaultSensorStatus.RUNNING if bridge.sensor.enabled else DefaultSensorStatus.STOPPED,
+            description=f"On: host {host}'s run moves {bridge.name}; off: that run ends it after its commit")
+    def _switch(context: SensorEvaluationContext):
+        holder = current_holder(context.instance, bridge.name, LeaseTiming())
+        if holder is not None and holder.stale_because is None:
+            return SkipReason(f"on: moving in run {holder.run_id[:8]}")
+        return SkipReason(f"on: host {host}'s run takes it up within seconds (its keeper starts one if none runs)")
+
+    return _switch
+
+
+def build_host_keeper(host: str, members: list[Bridge], job_name: str) -> SensorDefinition:
+    """Keeps one run of the host alive while any of its bridges is switched on; failed runs in a row are
+    followed later and later, as a bridge's own keeper does."""
+    interval = min(b.sensor.interval_seconds for b in members)
+
+    @sensor(name=f"host_{host}_keeper", job_name=job_name, minimum_interval_seconds=interval,
+            default_status=DefaultSensorStatus.RUNNING,
+            description=f"Keeps one run of host {host} alive while any of its bridges is switched on")
+    def _keeper(context: SensorEvaluationContext, bridge_lease: BridgeLeaseResource):
+        for bridge in members:  # a member held by a dead run is freed for the host's next run
+            fenced = fence_if_stale(context.instance, bridge.name, bridge_lease.timing())
+            if fenced is not None and not fenced.finished:
+                context.log.warning(f"run {fenced.run_id} of {bridge.name} marked failed: {fenced.stale_because}")
+        records = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
+        if records:
+            return SkipReason(f"run {records[0].dagster_run.run_id[:8]} of host {host} is not finished")
+        if not switched_on(context.instance, members):
+            return SkipReason(f"every bridge of host {host} is switched off")
+        return evaluate_with_backoff(context, job_name, interval, lambda: RunRequest(
+            run_key=f"after-{_latest_run_id(context.instance, job_name) or 'none'}", tags={HOST_TAG: host}))
+
+    return _keeper

@@ -77,9 +77,27 @@ def load_bridges(path: Path | str | None = None) -> list[Bridge]:
             problems.append(f"bridge '{bridge.name}': name used twice")
         seen.add(bridge.name)
         bridges.append(bridge)
+    problems += _host_problems(bridges)
     if problems:
         raise BridgeConfigError(f"{path}:\n  " + "\n  ".join(problems))
     return bridges
+
+
+def _host_problems(bridges: list[Bridge]) -> list[str]:
+    """A host moves continuous bridges only, and its run's step (`host_<name>`) must not take a bridge's name."""
+    names = {b.name for b in bridges}
+    problems = []
+    for bridge in bridges:
+        host = bridge.continuous.host
+        if host is None:
+            continue
+        if bridge.mode != "continuous":
+            problems.append(f"bridge '{bridge.name}': continuous.host {host!r} needs mode: continuous "
+                            "(a batch bridge's runs are started by its own sensor)")
+        if f"host_{host}" in names:
+            problems.append(f"bridge '{bridge.name}': continuous.host {host!r} would name its run's step "
+                            f"host_{host}, which is a bridge's name; choose another host name")
+    return problems
 
 
 def _load_entry(raw: Any, base_dir: Path) -> Bridge:

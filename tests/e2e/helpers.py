@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Callable
 
@@ -122,3 +124,25 @@ def kill_run_midway(command: list[str], env: dict[str, str], started: Callable[[
         before_kill()
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait(condition: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.5)
+
+
+def answers(url: str) -> bool:
+    """Whether a Dagster webserver answers at `url`."""
+    try:
+        with urllib.request.urlopen(f"{url}/server_info", timeout=2):
+            return True
+    except OSError:
+        return False

@@ -9,11 +9,9 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import boto3
@@ -23,31 +21,10 @@ import yaml
 from bridgectl.paths import PROJECT_ROOT
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
-from tests.e2e.helpers import kafka_admin, produce
+from tests.e2e.helpers import answers, free_port, kafka_admin, produce, wait
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait(condition, what: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.5)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/server_info", timeout=2):
-            return True
-    except OSError:
-        return False
 
 
 def _stream_records(stream: str) -> int:
@@ -77,7 +54,7 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(home), "BRIDGE_SPARK_REMOTE": spark_remote,
            "DAGSTER_URL": url}
@@ -102,7 +79,7 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
         return one_row("stats")
 
     try:
-        _wait(lambda: _answers(url), "dagster dev answers")
+        wait(lambda: answers(url), "dagster dev answers")
         added = bridgectl("add", name, "--connector", "KinesisSinkConnector", "--set", f"topics={topic}",
                           "--set", f"kinesis.stream.name={stream}", "--interval", "2")
         assert f"sensor {name}_lag_sensor running" in added
@@ -110,18 +87,18 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
         assert "# bridges of this test" in bridges.read_text()
 
         produce(topic, [(f"k{i}", f"v{i}") for i in range(50)])
-        _wait(lambda: _stream_records(stream) == 50, "the sensor's run moved the records to Kinesis")
-        _wait(lambda: stats()["delivered"] == 50, "the stats count the delivered records")
+        wait(lambda: _stream_records(stream) == 50, "the sensor's run moved the records to Kinesis")
+        wait(lambda: stats()["delivered"] == 50, "the stats count the delivered records")
         row = stats()
         assert row["read"] == 50 and row["rejected"] == 0 and row["last_run"]["status"] == "SUCCESS"
 
         assert "stopped" in bridgectl("stop", name)
-        _wait(lambda: stats()["last_run"]["status"] in ("SUCCESS", "FAILURE", "CANCELED"), "no run in flight")
+        wait(lambda: stats()["last_run"]["status"] in ("SUCCESS", "FAILURE", "CANCELED"), "no run in flight")
         produce(topic, [("late", "late")])
         time.sleep(8)  # four sensor intervals: a running sensor would have started a run by now
         assert _stream_records(stream) == 50
         assert "running" in bridgectl("start", name)
-        _wait(lambda: _stream_records(stream) == 51, "the started sensor moved the late record")
+        wait(lambda: _stream_records(stream) == 51, "the started sensor moved the late record")
 
         status = one_row("status")
         assert status["sensor"] == "RUNNING" and status["last_error"] is None
@@ -133,7 +110,7 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
                               "topic.rename.format=copy.${topic}\n")
         assert f"sensor {replica}_lag_sensor running" in bridgectl("add", replica, "--properties", str(properties),
                                                                    "--interval", "2")
-        _wait(lambda: _target_records(f"copy.{topic}") == 51, "the replica bridge copied the topic")
+        wait(lambda: _target_records(f"copy.{topic}") == 51, "the replica bridge copied the topic")
         assert f"removed {replica}" in bridgectl("remove", replica)
 
         assert f"removed {name}" in bridgectl("remove", name)

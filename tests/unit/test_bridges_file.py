@@ -219,3 +219,19 @@ def test_a_target_template_names_only_the_topic_and_many_topics_need_it(tmp_path
         load_bridges(path)
     assert "bridge 'x': key 'cps.topic': the only placeholder is ${topic} (got 'k-${topik}')" in str(err.value)
     assert "bridge 'y': several source topics need ${topic} in topic.rename.format" in str(err.value)
+
+
+def test_a_host_needs_continuous_bridges_and_a_step_name_no_bridge_has(tmp_path):
+    hosted = SINK + "        mode: continuous\n        continuous: {host: fleet}\n"
+    [bridge] = load_bridges(write(tmp_path, hosted))
+    assert bridge.continuous.host == "fleet"
+    with pytest.raises(BridgeConfigError) as batch:
+        load_bridges(write(tmp_path, SINK + "        continuous: {host: fleet}\n"))
+    assert "continuous.host 'fleet' needs mode: continuous" in str(batch.value)
+    clash = hosted.replace("name: orders", "name: host_fleet")
+    with pytest.raises(BridgeConfigError) as named:
+        load_bridges(write(tmp_path, clash))
+    assert "would name its run's step host_fleet" in str(named.value)
+    with pytest.raises(BridgeConfigError) as bad:
+        load_bridges(write(tmp_path, hosted.replace("host: fleet", "host: 'a b'")))
+    assert "continuous.host" in str(bad.value)

@@ -10,7 +10,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 from pydantic import Field
 
-from bridge_assets.factory import build_bridge_asset
+from bridge_assets.factory import build_bridge_assets
 from bridge_assets.metadata import recorded_position
 from connectors import plugins
 from connectors.bridge import BatchSettings, Bridge, SensorSettings
@@ -83,7 +83,7 @@ def test_the_shipped_bridges_file_loads():
 
 
 def test_a_plugin_bridge_records_its_position_and_resumes_from_it():
-    asset, counter = build_bridge_asset(counter_bridge()), Counter(head=25)
+    [asset], counter = build_bridge_assets([counter_bridge()]), Counter(head=25)
     resources = {"counter": counter, "bridge_lease": BridgeLeaseResource()}
     with DagsterInstance.ephemeral() as instance:
         for _ in range(3):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import textwrap
 import uuid
 
+import yaml
 from dagster import DagsterInstance, DagsterRunStatus, RunRequest, SkipReason, build_sensor_context
 from dagster._core.storage.dagster_run import DagsterRun
 
 from connectors.config.bridges_file import load_bridges
 from resources.lease import BridgeLeaseResource
-from sensors import build_bridge_sensor
+from sensors import build_bridge_sensor, build_host_keeper
+from sensors.switches import switched_on
 
 JOB = "keep_me_job"
 
@@ -69,3 +71,33 @@ def test_failed_runs_are_followed_later_and_later(tmp_path):
             instance.report_run_failed(instance.get_run_by_id(add_run(instance, DagsterRunStatus.STARTED)))
         skipped = evaluate(instance, sensor)
         assert isinstance(skipped, SkipReason) and "the last 2 runs of this bridge failed" in skipped.skip_message
+
+
+def hosted_bridges(tmp_path, enabled=(True, True)):
+    path = tmp_path / "hosted.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [
+        {"name": f"hosted_{i}", "connector": "CloudPubSubSinkConnector", "mode": "continuous",
+         "config": {"topics": "t", "cps.project": "p", "cps.topic": "t"}, "sensor": {"enabled": on},
+         "continuous": {"host": "fleet"}} for i, on in enumerate(enabled)]}))
+    return load_bridges(path)
+
+
+def test_a_hosted_bridge_has_a_switch_and_its_host_one_keeper_for_one_run(tmp_path):
+    members = hosted_bridges(tmp_path)
+    assert [build_bridge_sensor(b, JOB).name for b in members] == ["hosted_0_switch", "hosted_1_switch"]
+    keeper = build_host_keeper("fleet", members, "host_fleet_job")
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:  # sensors' states need schedule storage
+        first = evaluate(instance, keeper)
+        assert isinstance(first, RunRequest) and first.tags == {"bridge-host": "fleet"}
+        instance.add_run(DagsterRun(job_name="host_fleet_job", run_id=str(uuid.uuid4()),
+                                    status=DagsterRunStatus.STARTED, tags={"bridge-host": "fleet"}))
+        assert "of host fleet is not finished" in evaluate(instance, keeper).skip_message
+
+
+def test_a_host_whose_bridges_are_all_switched_off_starts_no_run(tmp_path):
+    members = hosted_bridges(tmp_path, enabled=(False, False))
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        assert switched_on(instance, members) == set()
+        skipped = evaluate(instance, build_host_keeper("fleet", members, "host_fleet_job"))
+        assert "every bridge of host fleet is switched off" in skipped.skip_message
+        assert switched_on(instance, hosted_bridges(tmp_path, enabled=(False, True))) == {"hosted_1"}

@@ -1,0 +1,240 @@
+"""A continuous run: one long-lived run moving one or more bridges, each in a thread of its own, as Kafka Connect's
+worker runs many connectors in one JVM. A bridge that names a host (`continuous.host`) shares that host's run
+with the others naming it; any other continuous bridge has a run of its own, the same code with one member.
+
+Each member keeps what a bridge has alone: its own lease (taken when it starts, released when it ends), its own
+position recorded as its asset's materialization every commit interval, its own checks. Its thread opens its
+stream (or loops its micro-batches) and hands each commit to the run's main thread, which records it: Dagster's
+calls stay on the step's thread.
+
+Who a run moves, and what a failure does, depends on who started it:
+- a run of one bridge's job (its keeper sensor, `dagster asset materialize`, the UI): the selected bridges, for
+  the run's length; a member that fails stops the others and fails the run, and the keeper starts the next;
+- a host's run (its keeper, tagged `bridge-host`): the members whose sensor is on, looked up every few seconds,
+  so a bridge switched on joins within seconds and one switched off ends after recording its commit; a member
+  that fails is started again later and later (the sensors' backoff), the others moving on meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import queue
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from dagster import AssetExecutionContext, AssetKey, AssetMaterialization, Failure, MetadataValue
+
+import health
+from bridge_assets.continuous import Commit, follow_stream, loop_batches, termination_sets
+from bridge_assets.failures import failure_line
+from bridge_assets.metadata import as_metadata, recorded_position
+from connectors.bridge import Bridge
+from jobs.lease import BridgeBusy, BridgeLease, LeaseLost
+from sensors.backoff import backoff_delay_s
+
+# How often the main thread looks at who should be moving (a host's sensors) when nothing else wakes it.
+_LOOK_S = 1.0
+
+
+@dataclass
+class _Member:
+    bridge: Bridge
+    lease: BridgeLease
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    failure: BaseException | None = None
+
+
+@dataclass
+class _Retry:
+    failures: int
+    at: float  # monotonic
+
+
+def _moving_settings(bridge: Bridge) -> Bridge:
+    """A micro-batch that pulls for longer than a commit interval would hold back the commits."""
+    return dataclasses.replace(bridge, batch=bridge.batch.model_copy(
+        update={"max_seconds": bridge.batch.max_seconds or bridge.continuous.commit_interval_ms / 1000}))
+
+
+class ContinuousRun:
+    """The body of a continuous run; `run()` returns when every member has ended and recorded its last commit."""
+
+    def __init__(self, context: AssetExecutionContext, members: list[Bridge],
+                 wanted: Callable[[], set[str]] | None = None):
+        self._context, self._systems = context, context.resources
+        self._bridges = {b.name: b for b in members}
+        # None: the selected bridges for the run's length (a run of one bridge's job); else a host's sensors.
+        self._wanted = wanted
+        self._hosted = wanted is not None
+        self._wanted_cache: set[str] = set()
+        self._wanted_at = float("-inf")
+        self._events: queue.Queue = queue.Queue()
+        self._members: dict[str, _Member] = {}
+        self._retries: dict[str, _Retry] = {}
+        self._busy_said: set[str] = set()
+        self._stop = threading.Event()
+        longest = max(b.continuous.max_run_minutes for b in members)
+        self._deadline = time.monotonic() + longest * 60
+        self._failed: Failure | None = None
+        self._started_once: set[str] = set()
+
+    def run(self) -> None:
+        uses_spark = any("spark" in b.plugin.systems for b in self._bridges.values())
+        name = next(iter(self._bridges)) if not self._hosted else self._context.op_handle.name
+        # One Spark session for the whole run, its bridges' threads tagged apart.
+        session = self._systems.spark.batch_session(name) if uses_spark else contextlib.nullcontext()
+        with session, termination_sets(self._stop):
+            self._start_wanted()
+            while self._members or not self._ending():
+                try:
+                    event = self._events.get(timeout=_LOOK_S)
+                except queue.Empty:
+                    event = None
+                if event is not None:
+                    self._handle(*event)
+                if self._ending():
+                    for member in self._members.values():
+                        member.stop.set()
+                else:
+                    self._start_wanted()
+                    self._stop_unwanted()
+        if self._failed is not None:
+            raise self._failed
+
+    def _ending(self) -> bool:
+        if self._stop.is_set() or self._failed is not None or time.monotonic() >= self._deadline:
+            return True
+        # Nobody left to move: a run of a bridge's job once its members have ended, a host's once every sensor
+        # is off (its keeper starts the next run when one is switched on again).
+        return not self._members and not self._wanted_now()
+
+    # --- who moves ------------------------------------------------------------------------------------------
+    def _wanted_now(self) -> set[str]:
+        if self._wanted is None:
+            return set(self._bridges) - self._started_once
+        now = time.monotonic()
+        if now - self._wanted_at >= _LOOK_S:  # one storage read per look, however often the loop wakes
+            self._wanted_cache, self._wanted_at = self._wanted() & set(self._bridges), now
+        return self._wanted_cache
+
+    def _start_wanted(self) -> None:
+        now = time.monotonic()
+        for name in sorted(self._wanted_now() - set(self._members)):
+            retry = self._retries.get(name)
+            if retry is not None and now < retry.at:
+                continue
+            self._start(self._bridges[name])
+
+    def _stop_unwanted(self) -> None:
+        if self._wanted is None:
+            return
+        for name in set(self._members) - self._wanted_now():
+            if not self._members[name].stop.is_set():
+                self._context.log.info(f"{name}: switched off; it ends after recording its commit")
+                self._members[name].stop.set()
+
+    def _start(self, bridge: Bridge) -> None:
+        context = self._context
+        try:
+            lease = BridgeLease.acquire(context.instance, bridge.name, context.run_id,
+                                        context.resources.bridge_lease.timing())
+        except BridgeBusy as exc:
+            if not self._hosted:
+                raise Failure(description=str(exc), allow_retries=False) from None
+            if bridge.name not in self._busy_said:  # said once; tried again every look
+                context.log.warning(str(exc))
+                self._busy_said.add(bridge.name)
+            return
+        self._busy_said.discard(bridge.name)
+        if lease.fenced:
+            context.log.warning(f"Fenced run {lease.fenced.run_id} of bridge {bridge.name}: "
+                                f"{lease.fenced.stale_because}")
+        member = _Member(bridge, lease)
+        member.thread = threading.Thread(target=self._move, args=(member,), name=f"bridge {bridge.name}", daemon=True)
+        self._members[bridge.name] = member
+        self._started_once.add(bridge.name)
+        member.thread.start()
+
+    # --- a member's thread ----------------------------------------------------------------------------------
+    def _move(self, member: _Member) -> None:
+        """Opens the bridge's stream (or loops its micro-batches) and hands its commits to the main thread."""
+        bridge, systems = member.bridge, self._systems
+        name = bridge.name
+        try:
+            if "spark" in bridge.plugin.systems:
+                systems.spark.tag_thread(name)
+            plugin = bridge.plugin
+            position = recorded_position(self._context.instance, AssetKey(name), plugin.position)
+            looping = _moving_settings(bridge)
+            moving = looping.with_secrets()
+
+            def warn(text: str) -> None:
+                self._events.put(("warning", name, text))
+
+            if plugin.open_stream is not None:
+                commits: Iterator[Commit] = follow_stream(plugin.open_stream(systems, moving, position),
+                                                          looping.continuous, warn, member.stop)
+            else:
+                commits = loop_batches(lambda at: plugin.run_batch(systems, moving, at), plugin.watch(systems, moving),
+                                       position, looping.continuous, warn, member.stop)
+            for commit in commits:
+                self._events.put(("commit", name, commit))
+        except BaseException as exc:  # noqa: BLE001 - the main thread names it and decides
+            self._events.put(("ended", name, exc))
+        else:
+            self._events.put(("ended", name, None))
+
+    # --- the main thread ------------------------------------------------------------------------------------
+    def _handle(self, kind: str, name: str, payload) -> None:
+        member = self._members.get(name)
+        if member is None:
+            return
+        if kind == "warning":
+            self._context.log.warning(f"{name}: {payload}" if self._hosted else payload)
+        elif kind == "commit":
+            self._record(member, payload)
+        elif kind == "ended":
+            self._end(member, payload)
+
+    def _record(self, member: _Member, commit: Commit) -> None:
+        bridge, context = member.bridge, self._context
+        key = AssetKey(bridge.name)
+        # A termination while a commit is checked or reported ends the run after it, as during a batch; under
+        # Dagster's own handler it would interrupt the step and lose the commit.
+        with termination_sets(self._stop):
+            try:
+                member.lease.check()  # a fenced run records nothing
+            except LeaseLost as exc:
+                member.stop.set()
+                member.failure = exc
+                return
+            context.log.info(f"{bridge.name}: {commit.line}" if self._hosted else commit.line)
+            context.log_event(AssetMaterialization(
+                asset_key=key, metadata=as_metadata(bridge.plugin.position, commit.position, commit.values)))
+            health.report(context.instance, key, health.batch_evaluations(bridge, commit.values))
+        self._retries.pop(bridge.name, None)
+
+    def _end(self, member: _Member, exc: BaseException | None) -> None:
+        bridge, context = member.bridge, self._context
+        member.lease.release()
+        del self._members[bridge.name]
+        exc = member.failure or exc
+        if exc is None:
+            return
+        cause = failure_line(bridge, exc)
+        with contextlib.suppress(Exception):  # the failure's own line matters more than its check
+            health.report(context.instance, AssetKey(bridge.name), [health.failed_batch_evaluation(cause)])
+        if not self._hosted:
+            self._failed = Failure(description=cause, allow_retries=False, metadata={
+                "trace": MetadataValue.text("".join(traceback.format_exception(exc))[-20_000:])})
+            return
+        failures = self._retries[bridge.name].failures + 1 if bridge.name in self._retries else 1
+        delay = backoff_delay_s(failures, bridge.sensor.interval_seconds)
+        self._retries[bridge.name] = _Retry(failures, time.monotonic() + delay)
+        context.log.error(f"{cause}; it starts again in {delay} s ({failures} failed in a row), "
+                          "the host's other bridges move on")

@@ -1,0 +1,9 @@
+"""A run's failure in one line: the bridge, the system that failed and the cause, never a secret."""
+
+from connectors.bridge import Bridge
+from connectors.errors import root_cause
+
+
+def failure_line(bridge: Bridge, exc: BaseException) -> str:
+    system, cause = root_cause(exc)
+    return f"bridge {bridge.name} ({system or bridge.plugin.route(bridge)}): {cause}"
