@@ -33,6 +33,7 @@ from bridge_assets.continuous import Commit, follow_stream, loop_batches, termin
 from bridge_assets.failures import failure_line
 from bridge_assets.metadata import as_metadata, recorded_position
 from connectors.bridge import Bridge
+from connectors.kafka.stream_jobs import SharedJob, joining
 from jobs.lease import BridgeBusy, BridgeLease, LeaseLost
 from sensors.backoff import backoff_delay_s
 
@@ -82,13 +83,19 @@ class ContinuousRun:
         self._deadline = time.monotonic() + longest * 60
         self._failed: Failure | None = None
         self._started_once: set[str] = set()
+        self._shared: SharedJob | None = None
 
     def run(self) -> None:
         uses_spark = any("spark" in b.plugin.systems for b in self._bridges.values())
         name = next(iter(self._bridges)) if not self._hosted else self._context.op_handle.name
         # One Spark session for the whole run, its bridges' threads tagged apart.
         session = self._systems.spark.batch_session(name) if uses_spark else contextlib.nullcontext()
-        with session, termination_sets(self._stop):
+        with session as spark, termination_sets(self._stop):
+            if self._hosted and spark is not None:
+                # The host's streams share a job's tasks (and their Python workers): as many as its members'
+                # largest stream_tasks.
+                tasks = max(b.continuous.stream_tasks for b in self._bridges.values())
+                self._shared = SharedJob(spark, spark.getTags(), tasks)
             self._start_wanted()
             while self._members or not self._ending():
                 try:
@@ -177,8 +184,9 @@ class ContinuousRun:
                 self._events.put(("warning", name, text))
 
             if plugin.open_stream is not None:
-                commits: Iterator[Commit] = follow_stream(plugin.open_stream(systems, moving, position),
-                                                          looping.continuous, warn, member.stop)
+                with joining(self._shared):  # the stream keeps the job it joined, for its restarts too
+                    stream = plugin.open_stream(systems, moving, position)
+                commits: Iterator[Commit] = follow_stream(stream, looping.continuous, warn, member.stop)
             else:
                 commits = loop_batches(lambda at: plugin.run_batch(systems, moving, at), plugin.watch(systems, moving),
                                        position, looping.continuous, warn, member.stop)

@@ -17,7 +17,7 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.batch import SourceBatchResult, check_target_topic
 from connectors.cloud_pubsub_source.report import source_report
 from connectors.cloud_pubsub_source.stream_task import stream_pull_and_deliver
-from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask
+from connectors.cloud_pubsub_source.write import SourceTask
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
@@ -55,9 +55,7 @@ class CloudPubSubSourceStream(LeasedJob):
         settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                         report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
                                         deadline=self.deadline)
-        slots = self._spark.range(0, self._slots, 1, self._slots).selectExpr("CAST(id AS INT) AS slot")
-        job = slots.mapInArrow(functools.partial(stream_pull_and_deliver, settings), SUMMARY_SCHEMA)
-        self._launch(job, TopicPartition(*self._where))
+        self._launch(functools.partial(stream_pull_and_deliver, settings), self._slots, TopicPartition(*self._where))
 
     def progress(self):
         started = self._reported_at

@@ -11,7 +11,6 @@ import queue
 import time
 from typing import Callable, Iterator
 
-import pyarrow as pa
 from confluent_kafka import TopicPartition
 
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
@@ -28,16 +27,8 @@ _IDLE_WAIT_S = 0.1
 _PULL_HOLD_S = 0.8
 
 
-def stream_pull_and_deliver(settings: ReportingTaskSettings,
-                            batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The body of the stream's tasks (mapInArrow over slots); a task yields nothing."""
-    for batch in batches:
-        for slot in batch.column("slot").to_pylist():
-            _run_slot(settings, slot)
-    yield from ()
-
-
-def _run_slot(settings: ReportingTaskSettings, slot: int) -> None:
+def stream_pull_and_deliver(settings: ReportingTaskSettings, slot: int) -> None:
+    """One slot of the stream (stream_slots.py): pulls, writes to Kafka, acks and reports until its lease ends it."""
     task, config = settings.task, settings.task.config
     client_config = task.kafka_client_config
     lease = LeaseWatcher(client_config, settings.consumer_group, TopicPartition(*settings.where), settings.stream_id)

@@ -8,7 +8,6 @@ subclasses this: `_start()` builds and launches its job, `progress()` reads what
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -16,10 +15,12 @@ from typing import TYPE_CHECKING
 from confluent_kafka import TopicPartition
 
 from connectors.errors import root_cause
+from connectors.kafka.stream_jobs import OwnJob, SharedJob, SharedMember, current_shared_job
 from connectors.kafka.stream_lease import LeaseHolder
+from connectors.kafka.stream_slots import SlotWork
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from connectors.bridge import Bridge
 
@@ -41,11 +42,13 @@ class LeasedJob:
         self._run_tags = sorted(spark.getTags())
         # time.time() at which the tasks end on their own (they may run on another host: no monotonic clock)
         self.deadline = time.time() + bridge.continuous.max_run_minutes * 60 + _TASK_GRACE_S
-        self._failure: BaseException | None = None
         self._stopped = False
         self._restarts_without_progress = 0
         self._lease: LeaseHolder | None = None
-        self._thread: threading.Thread | None = None
+        self._job: OwnJob | SharedMember | None = None
+        # The run's shared job of always-on streams (a host's), if the run has one: taken by the thread opening
+        # the stream.
+        self._shared: SharedJob | None = current_shared_job()
         self.stream_id = ""
 
     def _start(self) -> None:
@@ -56,28 +59,20 @@ class LeasedJob:
         self.stream_id = uuid.uuid4().hex[:16]
         return self.stream_id
 
-    def _launch(self, job: DataFrame, lease_partition: TopicPartition) -> None:
-        """Beats the lease for `stream_id` at `lease_partition` and runs `job` (its tasks watch that lease)."""
+    def _launch(self, work: SlotWork, slots: int, lease_partition: TopicPartition) -> None:
+        """Beats the lease for `stream_id` at `lease_partition` and runs `slots` of `work` (which watch that lease):
+        in the run's shared job while it is forming, else in a job of its own."""
         if self._lease is not None:
             self._lease.close()
         self._lease = LeaseHolder(self._lease_client_config, self._bridge.consumer_group, lease_partition,
                                   self.stream_id)
-        self._tag = f"stream-{self.stream_id}"
-        self._thread = threading.Thread(target=self._run, args=(job,), name=f"stream {self._bridge.name}",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, job: DataFrame) -> None:
-        try:
-            for tag in (*self._run_tags, self._tag):  # tags are per thread
-                self._spark.addTag(tag)
-            job.collect()
-        except BaseException as exc:  # noqa: BLE001 - handed to the run by raise_if_ended()
-            self._failure = exc
+        tags = (*self._run_tags, f"stream-{self.stream_id}")
+        shared = self._shared.join(self, work, slots, tags, lease_partition) if self._shared else None
+        self._job = shared or OwnJob(self._spark, work, slots, tags, self._bridge.name)
 
     @property
     def _running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive() and not self._stopped
+        return self._job is not None and self._job.alive() and not self._stopped
 
     def _end_job(self) -> None:
         """Tells the tasks, through the lease, to report what they delivered and end; interrupts the job if they
@@ -86,10 +81,7 @@ class LeasedJob:
             self._lease.stop()
         except Exception:  # noqa: BLE001 - Kafka away: the tasks stop when the lease lapses, or are interrupted
             self._lease.close()
-        self._thread.join(_STOP_WAIT_S)
-        if self._thread.is_alive():
-            self._spark.interruptTag(self._tag)
-            self._thread.join(_STOP_WAIT_S)
+        self._job.end(_STOP_WAIT_S)
 
     def _progress_made(self) -> None:
         self._restarts_without_progress = 0
@@ -98,20 +90,21 @@ class LeasedJob:
         """A job that failed or ended (a task or an executor lost, a lease that lapsed while the run was busy)
         starts again from its last report; after `_RESTARTS` in a row that moved nothing in between, the failure
         stays for raise_if_ended (starting again changes nothing). Returns the warning to show, if restarted."""
-        if self._stopped or self._thread.is_alive() or self._restarts_without_progress >= _RESTARTS:
+        if self._stopped or self._job.alive() or self._restarts_without_progress >= _RESTARTS:
             return None
         self._restarts_without_progress += 1
-        cause = root_cause(self._failure)[1] if self._failure is not None else "its tasks ended"
-        self._failure = None
+        failure = self._job.failure()
+        cause = root_cause(failure)[1] if failure is not None else "its tasks ended"
         self._start()
         return f"the stream failed and started again from its last commit: {cause}"
 
     # --- the Stream protocol's end ----------------------------------------------------------------------
     def raise_if_ended(self) -> None:
-        if self._thread.is_alive() or self._stopped:
+        if self._job.alive() or self._stopped:
             return
-        if self._failure is not None:
-            raise self._failure
+        failure = self._job.failure()
+        if failure is not None:
+            raise failure
         raise RuntimeError(f"the stream of bridge {self._bridge.name} ended on its own")
 
     def stop(self) -> None:

@@ -19,7 +19,7 @@ from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.range_reader import ReaderSettings
 from connectors.kafka.sink_batch import SinkBatchResult
-from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
+from connectors.kafka.sink_tally import COUNTERS
 from connectors.kafka.spark_read import Deliver
 from connectors.kafka.stream_task import StreamCommit, StreamSettings, stream_partitions
 from connectors.outage import kafka_outages_named
@@ -74,9 +74,8 @@ class KafkaSinkStream(LeasedJob):
             group=self._bridge.consumer_group, stream_id=self._new_stream_id(), linger_s=self._linger_s,
             lease_partition=(starts[0][0], starts[0][1]),
             commit_every_s=min(1.0, self._bridge.continuous.commit_interval_ms / 2000), deadline=self.deadline)
-        job = self._spark.range(0, tasks, 1, tasks).mapInArrow(
-            functools.partial(stream_partitions, settings, assignments, self._deliver), SUMMARY_SCHEMA)
-        self._launch(job, TopicPartition(starts[0][0], starts[0][1]))
+        self._launch(functools.partial(stream_partitions, settings, assignments, self._deliver), tasks,
+                     TopicPartition(starts[0][0], starts[0][1]))
 
     # --- the Stream protocol ---------------------------------------------------------------------------
     def progress(self):
@@ -93,7 +92,6 @@ class KafkaSinkStream(LeasedJob):
                 # A partition came (or went): the job starts again with it, from where it got to.
                 self._end_job()
                 self._absorb_commits(result)  # what the stopped job committed last
-                self._failure = None  # the interrupt's own error
                 self._start()
             restarted = self._restart_after_failure()
         result.plan = BatchPlan([], {t: dict(ps) for t, ps in self._position.items()}, ends,

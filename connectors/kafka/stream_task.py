@@ -19,7 +19,6 @@ import json
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -74,13 +73,10 @@ class StreamCommitRefused(RuntimeError):
 
 
 def stream_partitions(settings: StreamSettings, assignments: list[list[tuple[str, int, int]]], deliver: Deliver,
-                      task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The body of the stream's tasks (mapInArrow): `assignments[i]` holds task i's (topic, partition, offset)
-    starts. A task runs until the deadline, or until Spark interrupts it; it yields nothing."""
-    for ids in task_ids:
-        for task_id in ids.column(0).to_pylist():
-            _Stream(settings, assignments[task_id], deliver).run()
-    yield from ()
+                      slot: int) -> None:
+    """One slot of the stream (stream_slots.py): `assignments[slot]` holds its (topic, partition, offset) starts.
+    It runs until the deadline, or until its lease ends it."""
+    _Stream(settings, assignments[slot], deliver).run()
 
 
 class _Stream:

@@ -23,7 +23,7 @@ from connectors.pubsublite_source.batch import (
 )
 from connectors.pubsublite_source.report import lite_source_report
 from connectors.pubsublite_source.stream_task import stream_lite_partitions
-from connectors.pubsublite_source.write import SUMMARY_SCHEMA, LiteSourceTask
+from connectors.pubsublite_source.write import LiteSourceTask
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,9 +70,8 @@ class LiteSourceStream(LeasedJob):
         settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                       report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
                                       deadline=self.deadline)
-        job = self._spark.range(0, self._slots, 1, self._slots).mapInArrow(
-            functools.partial(stream_lite_partitions, settings, assignments), SUMMARY_SCHEMA)
-        self._launch(job, TopicPartition(*self._where))
+        self._launch(functools.partial(stream_lite_partitions, settings, assignments), self._slots,
+                     TopicPartition(*self._where))
 
     def progress(self):
         started = self._reported_at

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Iterator
 
-import pyarrow as pa
 from confluent_kafka import TopicPartition
 
 from connectors.kafka.stream_lease import LeaseWatcher
@@ -30,13 +28,9 @@ _READ_AHEAD = 4
 
 
 def stream_lite_partitions(settings: ReportingTaskSettings, assignments: list[list[tuple[int, int]]],
-                           task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The body of the stream's tasks (mapInArrow): `assignments[i]` holds task i's (Lite partition, cursor)
-    starts. A task yields nothing."""
-    for ids in task_ids:
-        for task_id in ids.column(0).to_pylist():
-            _LiteStream(settings, task_id, assignments[task_id]).run()
-    yield from ()
+                           slot: int) -> None:
+    """One slot of the stream (stream_slots.py): `assignments[slot]` holds its (Lite partition, cursor) starts."""
+    _LiteStream(settings, slot, assignments[slot]).run()
 
 
 class _LiteStream:

@@ -1,10 +1,11 @@
 """Bridges sharing a host (`continuous.host`) under `dagster dev`, as a user runs them: one run moves all three
 Kafka -> Pub/Sub bridges; one switched off (`bridgectl bridges stop`) ends in that run after recording its commit
 while the others go on moving; switched on again, it joins the same run and moves what waited. Each bridge keeps
-its own position: nothing lost, nothing copied."""
+its own position: nothing lost, nothing copied. A poison record fails its bridge alone."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,6 +23,8 @@ from tests.e2e.helpers import PROJECT, answers, create_pubsub_topic, drain, free
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
+STRINGS = {"value.converter": "org.apache.kafka.connect.storage.StringConverter"}
+JSON = {"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": False}
 
 
 def _recorded_offsets(home: Path, name: str) -> int | None:
@@ -31,6 +34,15 @@ def _recorded_offsets(home: Path, name: str) -> int | None:
         return None
     return sum(o for parts in event.asset_materialization.metadata["kafka_offsets"].value.values()
                for o in parts.values())
+
+
+def _value(bridge: int, text: str) -> str:
+    return json.dumps(text) if bridge == 2 else text  # bridge 2 reads JSON
+
+
+def _run_lines(home: Path, run_id: str) -> list[str]:
+    with DagsterInstance.from_config(str(home)) as instance:
+        return [e.user_message for e in instance.all_logs(run_id) if not e.is_dagster_event]
 
 
 def _runs(home: Path, statuses) -> list:
@@ -49,10 +61,10 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
     bridges = tmp_path / "bridges.yaml"
     bridges.write_text(yaml.safe_dump({"bridges": [
         {"name": name, "connector": "CloudPubSubSinkConnector", "mode": "continuous",
-         "config": {"topics": topic, "cps.project": PROJECT, "cps.topic": topic,
-                    "value.converter": "org.apache.kafka.connect.storage.StringConverter"},
+         "config": {"topics": topic, "cps.project": PROJECT, "cps.topic": topic, **converter},
          "batch": {"initial_offsets": "earliest"}, "sensor": {"interval_seconds": 2},
-         "continuous": {"host": host, "commit_interval_ms": 1000}} for name, topic in zip(names, topics)]}))
+         "continuous": {"host": host, "commit_interval_ms": 1000}}
+        for name, topic, converter in zip(names, topics, [STRINGS, STRINGS, JSON])]}))
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
@@ -78,7 +90,7 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         wait(lambda: answers(url), "dagster dev answers")
         first = {i: [f"first-{i}-{n}" for n in range(50)] for i in range(3)}
         for i in range(3):
-            produce(topics[i], [(None, v) for v in first[i]])
+            produce(topics[i], [(None, _value(i, v)) for v in first[i]])
         for i in range(3):
             wait(lambda: sorted(arrived(i)) == sorted(first[i]), f"bridge {i}'s first records arrived", 180)
         [run] = _runs(home, [DagsterRunStatus.STARTED])  # one run moves all three
@@ -91,7 +103,7 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         time.sleep(4)  # past the run's look at its switches and the stream's stop
         second = {i: [f"second-{i}-{n}" for n in range(30)] for i in range(3)}
         for i in range(3):
-            produce(topics[i], [(None, v) for v in second[i]])
+            produce(topics[i], [(None, _value(i, v)) for v in second[i]])
         for i in (0, 2):
             wait(lambda: sorted(arrived(i)) == sorted(first[i] + second[i]), f"bridge {i} kept moving")
         time.sleep(3)
@@ -105,6 +117,17 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
             wait(lambda: _recorded_offsets(home, names[i]) == 80, f"bridge {i}'s position is recorded")
         with DagsterInstance.from_config(str(home)) as instance:
             assert {instance.get_latest_materialization_event(AssetKey(n)).run_id for n in names} == {run.run_id}
+
+        # A record bridge 2 cannot convert (errors.tolerance none) fails bridge 2 alone: the run says so, starts it
+        # again later and later, and bridge 0 goes on moving in the same run (in the same shared Spark job).
+        produce(topics[2], [(None, "{malformed")])
+        wait(lambda: any(names[2] in line and "starts again in" in line for line in _run_lines(home, run.run_id)),
+             "the run reported bridge 2's failure")
+        third = [f"third-0-{n}" for n in range(20)]
+        produce(topics[0], [(None, v) for v in third])
+        wait(lambda: sorted(arrived(0)) == sorted(first[0] + second[0] + third), "bridge 0 kept moving")
+        assert [r.run_id for r in _runs(home, [DagsterRunStatus.STARTED])] == [run.run_id]
+        assert sorted(arrived(2)) == sorted(first[2] + second[2])  # nothing past the poison record
     finally:
         os.killpg(dev.pid, signal.SIGINT)
         try:

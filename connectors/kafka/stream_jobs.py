@@ -1,0 +1,186 @@
+"""Driver side of the always-on streams' Spark jobs (stream_slots.py runs their tasks): a stream's slots run in a job
+of its own (`OwnJob`), or, in a run that moves several bridges (a host's), in the run's shared job (`SharedJob`)
+while it is forming. Both answer a LeasedJob the same questions: alive, failure, end.
+
+A shared job forms from the streams that open within `_GATHER_S` of each other (a host's bridges at its run's start,
+or all of them again after the job was lost), and runs until its last slot has ended. A stream that opens while it
+runs (a bridge switched on, a failed stream started again, a partition added) gets a job of its own: a running
+Spark job takes no new tasks. The run's next start gathers them all again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Iterator
+
+from confluent_kafka import TopicPartition
+
+from connectors.kafka.stream_slots import NOTHING_SCHEMA, SharedSlot, SlotEnds, SlotWork, run_shared, run_slots
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# A shared job starts once no stream has joined it for this long.
+_GATHER_S = 2.0
+# How often a member of a shared job reads its slots' ends from Kafka.
+_LOOK_S = 0.5
+
+_current: contextvars.ContextVar[SharedJob | None] = contextvars.ContextVar("shared_stream_job", default=None)
+
+
+def current_shared_job() -> SharedJob | None:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def joining(shared: SharedJob | None) -> Iterator[None]:
+    """Streams opened inside (in this thread) join `shared` while it forms."""
+    token = _current.set(shared)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class OwnJob:
+    """`slots` of `work` as one task each, in a thread running the job."""
+
+    def __init__(self, spark: SparkSession, work: SlotWork, slots: int, tags: tuple[str, ...], name: str):
+        self._spark, self._tags = spark, tags
+        self._failure: BaseException | None = None
+        job = spark.range(0, slots, 1, slots).mapInArrow(functools.partial(run_slots, work), NOTHING_SCHEMA)
+        self._thread = threading.Thread(target=self._run, args=(job,), name=f"stream {name}", daemon=True)
+        self._thread.start()
+
+    def _run(self, job) -> None:
+        try:
+            for tag in self._tags:  # tags are per thread
+                self._spark.addTag(tag)
+            job.collect()
+        except BaseException as exc:  # noqa: BLE001 - handed to the stream by failure()
+            self._failure = exc
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def failure(self) -> BaseException | None:
+        return None if self.alive() else self._failure
+
+    def end(self, wait_s: float) -> None:
+        """After the lease told the tasks to end: waits for them, then interrupts the job (its last tag is its own)."""
+        self._thread.join(wait_s)
+        if self._thread.is_alive():
+            self._spark.interruptTag(self._tags[-1])
+            self._thread.join(wait_s)
+
+
+class StreamSlotFailed(RuntimeError):
+    """A slot of a bridge's stream failed in a shared job (its neighbours went on)."""
+
+
+class SharedMember:
+    """One stream's part of a shared job."""
+
+    def __init__(self, job: SharedJob, slots: list[SharedSlot]):
+        first = slots[0]
+        self._job, self._slots, self._stream_id = job, slots, first.stream_id
+        self._ends = SlotEnds(first.client_config, first.group, first.where, len(slots))
+        self._read_at = float("-inf")
+        self._ended, self._error = 0, None
+        self._closed = False
+
+    def _look(self) -> None:
+        now = time.monotonic()
+        if not self._closed and now - self._read_at >= _LOOK_S and self._job.launched():
+            self._ended, self._error = self._ends.read(self._stream_id)
+            self._read_at = now
+
+    def alive(self) -> bool:
+        if not self._job.launched():
+            return True  # still forming
+        if not self._job.running():
+            return False
+        self._look()
+        return self._error is None and self._ended < len(self._slots)
+
+    def failure(self) -> BaseException | None:
+        if self.alive():
+            return None
+        if self._error is not None:
+            return StreamSlotFailed(self._error)
+        return self._job.failure() if self._ended < len(self._slots) else None
+
+    def end(self, wait_s: float) -> None:
+        """After the lease told its slots to end: waits until they said so (a shared job is not interrupted for one
+        stream; a slot that does not end stops when its lease lapses)."""
+        deadline = time.monotonic() + wait_s
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._closed = True
+        self._ends.close()
+
+
+class SharedJob:
+    """The run's shared job: `tasks` Spark tasks running the slots of every stream that joined while it formed."""
+
+    def __init__(self, spark: SparkSession, tags: list[str], tasks: int):
+        self._spark, self._tags, self._tasks = spark, list(tags), tasks
+        self._lock = threading.Lock()
+        self._forming: list[SharedSlot] = []
+        self._joined_at = 0.0
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+    def join(self, stream, work: SlotWork, slots: int, tags: tuple[str, ...],
+             lease_partition: TopicPartition) -> SharedMember | None:
+        """The stream's slots in the forming job; None while a job runs (the stream then runs a job of its own)."""
+        with self._lock:
+            if self.running():
+                return None
+            if self._thread is not None:  # the last one ended: a new one forms
+                self._thread, self._failure = None, None
+            units = [SharedSlot(stream.stream_id, work, slot, stream._lease_client_config,
+                                stream._bridge.consumer_group, (lease_partition.topic, lease_partition.partition))
+                     for slot in range(slots)]
+            if not self._forming:
+                threading.Thread(target=self._launch_when_gathered, name="shared stream job", daemon=True).start()
+            self._forming += units
+            self._joined_at = time.monotonic()
+            return SharedMember(self, units)
+
+    def launched(self) -> bool:
+        return self._thread is not None
+
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def failure(self) -> BaseException | None:
+        return self._failure
+
+    def _launch_when_gathered(self) -> None:
+        while True:
+            with self._lock:
+                if time.monotonic() - self._joined_at >= _GATHER_S:
+                    units, self._forming = self._forming, []
+                    tasks = min(self._tasks, len(units))
+                    assigned = [units[i::tasks] for i in range(tasks)]
+                    job = self._spark.range(0, tasks, 1, tasks).mapInArrow(
+                        functools.partial(run_shared, assigned), NOTHING_SCHEMA)
+                    self._thread = threading.Thread(target=self._run, args=(job,), name="shared stream job",
+                                                    daemon=True)
+                    self._thread.start()
+                    return
+            time.sleep(0.2)
+
+    def _run(self, job) -> None:
+        try:
+            for tag in (*self._tags, f"shared-{uuid.uuid4().hex[:16]}"):  # tags are per thread
+                self._spark.addTag(tag)
+            job.collect()
+        except BaseException as exc:  # noqa: BLE001 - each member hands it to its stream
+            self._failure = exc

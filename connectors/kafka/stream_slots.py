@@ -1,0 +1,123 @@
+"""Executor side of the always-on streams' Spark jobs: a stream's work is one function per slot (`SlotWork`, run
+until its lease ends it), run either in a job of its own (one task per slot, `run_slots`) or beside the slots of
+other bridges of the same run in a shared job (`run_shared`: each task runs its slots in threads).
+
+Why share: a long-running Spark task holds a Python worker (about 190 MB) and a task slot for its whole life, so
+thirty always-on bridges with a task each cost thirty workers; a host's bridges share a few. A slot that fails in a
+shared task must not take its neighbours down: its thread posts the failure to the bridge's failure group in Kafka
+(`post_slot_end`), where the bridge's driver finds it, and the other slots go on. A slot that ends says so the
+same way: the driver knows when a bridge's part of a shared job is over.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from connectors.errors import root_cause
+from connectors.kafka.connection import client_logger
+
+SlotWork = Callable[[int], None]
+# The jobs' tasks yield nothing; Spark still wants a schema.
+NOTHING_SCHEMA = "slot int"
+# Kafka keeps at most offset.metadata.max.bytes (4096 by default) of a commit's metadata.
+_MAX_ERROR_CHARS = 3000
+
+
+def run_slots(work: SlotWork, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The body of a stream's own job (mapInArrow over slot numbers): a slot's failure fails its task."""
+    for batch in batches:
+        for slot in batch.column(0).to_pylist():
+            work(slot)
+    yield from ()
+
+
+@dataclass(frozen=True)
+class SharedSlot:
+    """One slot of one bridge's stream in a shared job, with where its failure is posted."""
+
+    stream_id: str
+    work: SlotWork
+    slot: int
+    client_config: dict
+    group: str  # the bridge's consumer group
+    where: tuple[str, int]  # the bridge's lease partition
+
+
+def run_shared(tasks: list[list[SharedSlot]], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The body of a shared job (mapInArrow over task numbers): task i runs `tasks[i]`, each slot in a thread; a
+    slot that fails is posted and ends alone. The task ends when all its slots have."""
+    for batch in batches:
+        for task in batch.column(0).to_pylist():
+            threads = [threading.Thread(target=_run_posting_failure, args=(unit,), daemon=True,
+                                        name=f"stream {unit.stream_id} slot {unit.slot}") for unit in tasks[task]]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    yield from ()
+
+
+def _run_posting_failure(unit: SharedSlot) -> None:
+    error = None
+    try:
+        unit.work(unit.slot)
+    except BaseException as exc:  # noqa: BLE001 - the bridge's driver raises it; the neighbours go on
+        system, cause = root_cause(exc)
+        error = f"{system}: {cause}" if system else cause
+    post_slot_end(unit.client_config, unit.group, unit.where, unit.stream_id, unit.slot, error)
+
+
+def _slot_group(consumer_group: str, slot: int) -> str:
+    return f"{consumer_group}-stream-slot-{slot}"
+
+
+def _slot_consumer(client_config: dict, group: str, slot: int) -> Consumer:
+    return Consumer({**client_config, "group.id": _slot_group(group, slot), "enable.auto.commit": False,
+                     "log_level": 3, "logger": client_logger()})
+
+
+def post_slot_end(client_config: dict, group: str, where: tuple[str, int], stream_id: str, slot: int,
+                  error: str | None) -> None:
+    """A slot of a shared job ended (its lease ended it, or `error`): said in the slot's own group of the bridge,
+    at its lease partition, so that neither a neighbour's post nor the lease's beat overwrites it."""
+    consumer = _slot_consumer(client_config, group, slot)
+    try:
+        metadata = json.dumps({"stream": stream_id, "error": error[:_MAX_ERROR_CHARS] if error else None})
+        # The offset only has to move: milliseconds since the epoch.
+        consumer.commit(offsets=[TopicPartition(*where, int(time.time() * 1000), metadata=metadata)],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
+class SlotEnds:
+    """The driver's side: which slots of stream `stream_id` have ended, and the error of any that failed."""
+
+    def __init__(self, client_config: dict, group: str, where: tuple[str, int], slots: int):
+        self._consumers = [_slot_consumer(client_config, group, slot) for slot in range(slots)]
+        self._where = TopicPartition(*where)
+
+    def read(self, stream_id: str) -> tuple[int, str | None]:
+        """(slots ended, the first error) as Kafka holds them now; Kafka away for a moment: none seen."""
+        ended, error = 0, None
+        for consumer in self._consumers:
+            try:
+                [tp] = consumer.committed([self._where], timeout=5)
+                posted = json.loads(tp.metadata or "{}")
+            except (KafkaException, ValueError):
+                continue
+            if posted.get("stream") == stream_id:
+                ended += 1
+                error = error or posted.get("error")
+        return ended, error
+
+    def close(self) -> None:
+        for consumer in self._consumers:
+            consumer.close()
