@@ -95,7 +95,9 @@ class ContinuousRun:
                 # The host's streams share a job's tasks (and their Python workers): as many as its members'
                 # largest stream_tasks.
                 tasks = max(b.continuous.stream_tasks for b in self._bridges.values())
-                self._shared = SharedJob(spark, spark.getTags(), tasks)
+                streams = {b.name for b in self._bridges.values() if b.plugin.open_stream is not None}
+                gather_s = max(b.continuous.commit_interval_ms for b in self._bridges.values()) / 1000 + 1
+                self._shared = SharedJob(spark, spark.getTags(), tasks, streams & self._wanted_now(), gather_s)
             self._start_wanted()
             while self._members or not self._ending():
                 try:
@@ -153,6 +155,8 @@ class ContinuousRun:
         except BridgeBusy as exc:
             if not self._hosted:
                 raise Failure(description=str(exc), allow_retries=False) from None
+            if self._shared is not None:
+                self._shared.withdraw(bridge.name)
             if bridge.name not in self._busy_said:  # said once; tried again every look
                 context.log.warning(str(exc))
                 self._busy_said.add(bridge.name)
@@ -193,6 +197,8 @@ class ContinuousRun:
             for commit in commits:
                 self._events.put(("commit", name, commit))
         except BaseException as exc:  # noqa: BLE001 - the main thread names it and decides
+            if self._shared is not None:
+                self._shared.withdraw(name)  # if its stream did not open, the others do not wait for it
             self._events.put(("ended", name, exc))
         else:
             self._events.put(("ended", name, None))
@@ -224,7 +230,9 @@ class ContinuousRun:
             context.log.info(f"{bridge.name}: {commit.line}" if self._hosted else commit.line)
             context.log_event(AssetMaterialization(
                 asset_key=key, metadata=as_metadata(bridge.plugin.position, commit.position, commit.values)))
-            health.report(context.instance, key, health.batch_evaluations(bridge, commit.values))
+            # Only the checks whose outcome changed: a run's bridges commit every few seconds each, and the writes
+            # of every check at every commit were a third of a thirty-bridge run's CPU.
+            health.report_changed(context.instance, key, health.batch_evaluations(bridge, commit.values))
         self._retries.pop(bridge.name, None)
 
     def _end(self, member: _Member, exc: BaseException | None) -> None:

@@ -14,7 +14,7 @@ from dagster._core.storage.dagster_run import DagsterRunStatus
 
 import health
 from connectors.bridge import Bridge
-from jobs import job_name
+from jobs import host_job_name, job_name
 
 MAX_MATERIALIZATIONS = 10_000  # per window; a continuous run commits every few seconds
 
@@ -90,8 +90,14 @@ def _latest_lag(instance: DagsterInstance, bridge: Bridge, latest_materializatio
     return found
 
 
+def _runs_job(bridge: Bridge) -> str:
+    """The job whose runs move the bridge: its host's, for a hosted bridge."""
+    host = bridge.continuous.host if bridge.mode == "continuous" else None
+    return host_job_name(host) if host else job_name(bridge)
+
+
 def _last_run(instance: DagsterInstance, bridge: Bridge) -> dict[str, Any] | None:
-    records = instance.get_run_records(RunsFilter(job_name=job_name(bridge)), limit=1)
+    records = instance.get_run_records(RunsFilter(job_name=_runs_job(bridge)), limit=1)
     if not records:
         return None
     record = records[0]
@@ -100,11 +106,13 @@ def _last_run(instance: DagsterInstance, bridge: Bridge) -> dict[str, Any] | Non
 
 
 def _failed_runs(instance: DagsterInstance, bridge: Bridge, since: float) -> int:
-    return instance.get_runs_count(RunsFilter(job_name=job_name(bridge), statuses=[DagsterRunStatus.FAILURE],
+    return instance.get_runs_count(RunsFilter(job_name=_runs_job(bridge), statuses=[DagsterRunStatus.FAILURE],
                                               updated_after=datetime.fromtimestamp(since, timezone.utc)))
 
 
 def _last_error(instance: DagsterInstance, bridge: Bridge) -> dict[str, Any] | None:
+    if _runs_job(bridge) != job_name(bridge):
+        return _last_failed_check(instance, bridge)
     records = instance.get_run_records(RunsFilter(job_name=job_name(bridge), statuses=[DagsterRunStatus.FAILURE]),
                                        limit=1)
     if not records:
@@ -128,3 +136,14 @@ def _innermost(error) -> str | None:
     while error is not None and (error.cause or error.context) is not None:
         error = error.cause or error.context
     return error.message.strip() if error is not None else None
+
+
+def _last_failed_check(instance: DagsterInstance, bridge: Bridge) -> dict[str, Any] | None:
+    """A hosted bridge's failure leaves its host's run going: the bridge's failed `batch_succeeded` check says it."""
+    key = AssetCheckKey(AssetKey(bridge.name), health.BATCH_SUCCEEDED)
+    record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key)
+    evaluation = record.event.asset_check_evaluation if record is not None and record.event is not None else None
+    if evaluation is None or evaluation.passed:
+        return None
+    return {"message": (evaluation.description or "failed").splitlines()[0], "at": record.event.timestamp,
+            "run_id": record.run_id}

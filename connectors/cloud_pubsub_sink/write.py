@@ -76,7 +76,7 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
         slot, row = origin
         tally.reject(slot.record(row), "TASK_PUT", error)
 
-    channel = task.connection.publish_channel()
+    channel = task.connection.shared_publish_channel()
     topic_schemas = None
     if cfg.message_format == "topic-schema":
         # Its Avro and Protobuf codecs are imported only here; one schema lookup per Pub/Sub topic.
@@ -123,6 +123,4 @@ def publish_arrow_batches(task: SinkTask, batches: Iterator[pa.RecordBatch]) -> 
                               f"while publishing {slot.record(row).where} to {topic_path}; "
                               "the run recorded nothing") from None
         raise BatchError(f"{slot.record(row).where}: {exc}") from exc
-    finally:
-        channel.close()
     yield tally.summary()

@@ -2,8 +2,8 @@
 of its own (`OwnJob`), or, in a run that moves several bridges (a host's), in the run's shared job (`SharedJob`)
 while it is forming. Both answer a LeasedJob the same questions: alive, failure, end.
 
-A shared job forms from the streams that open within `_GATHER_S` of each other (a host's bridges at its run's start,
-or all of them again after the job was lost), and runs until its last slot has ended. A stream that opens while it
+A shared job forms from the host's bridges' streams at its run's start (or from all of them again after the job ended),
+and runs until its last slot has ended. A stream that opens while it
 runs (a bridge switched on, a failed stream started again, a partition added) gets a job of its own: a running
 Spark job takes no new tasks. The run's next start gathers them all again.
 """
@@ -25,8 +25,10 @@ from connectors.kafka.stream_slots import NOTHING_SCHEMA, SharedSlot, SlotEnds, 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# A shared job starts once no stream has joined it for this long.
-_GATHER_S = 2.0
+# A shared job starts once every stream it expects has joined (or said it will not), or, forming again after the
+# last one ended (lost, or its leases lapsed), once no stream has joined it for `gather_s`: its streams find the job
+# gone at their next progress read, one commit interval apart at most. At the latest this long after the first joined:
+_GATHER_AT_MOST_S = 60.0
 # How often a member of a shared job reads its slots' ends from Kafka.
 _LOOK_S = 0.5
 
@@ -128,11 +130,12 @@ class SharedMember:
 class SharedJob:
     """The run's shared job: `tasks` Spark tasks running the slots of every stream that joined while it formed."""
 
-    def __init__(self, spark: SparkSession, tags: list[str], tasks: int):
-        self._spark, self._tags, self._tasks = spark, list(tags), tasks
+    def __init__(self, spark: SparkSession, tags: list[str], tasks: int, expected: set[str], gather_s: float):
+        self._spark, self._tags, self._tasks, self._gather_s = spark, list(tags), tasks, gather_s
         self._lock = threading.Lock()
         self._forming: list[SharedSlot] = []
-        self._joined_at = 0.0
+        self._expected: set[str] | None = set(expected)  # whose streams the first job waits for; None: whoever comes
+        self._first_joined_at = self._joined_at = 0.0
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 
@@ -148,10 +151,19 @@ class SharedJob:
                                 stream._bridge.consumer_group, (lease_partition.topic, lease_partition.partition))
                      for slot in range(slots)]
             if not self._forming:
+                self._first_joined_at = time.monotonic()
                 threading.Thread(target=self._launch_when_gathered, name="shared stream job", daemon=True).start()
             self._forming += units
             self._joined_at = time.monotonic()
+            if self._expected is not None:
+                self._expected.discard(stream._bridge.name)
             return SharedMember(self, units)
+
+    def withdraw(self, bridge: str) -> None:
+        """`bridge`'s stream will not join (it failed to open, or was switched off first)."""
+        with self._lock:
+            if self._expected is not None:
+                self._expected.discard(bridge)
 
     def launched(self) -> bool:
         return self._thread is not None
@@ -165,8 +177,10 @@ class SharedJob:
     def _launch_when_gathered(self) -> None:
         while True:
             with self._lock:
-                if time.monotonic() - self._joined_at >= _GATHER_S:
-                    units, self._forming = self._forming, []
+                now = time.monotonic()
+                gathered = not self._expected if self._expected is not None else now - self._joined_at >= self._gather_s
+                if gathered or now - self._first_joined_at >= _GATHER_AT_MOST_S:
+                    units, self._forming, self._expected = self._forming, [], None
                     tasks = min(self._tasks, len(units))
                     assigned = [units[i::tasks] for i in range(tasks)]
                     job = self._spark.range(0, tasks, 1, tasks).mapInArrow(

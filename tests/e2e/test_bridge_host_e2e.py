@@ -80,11 +80,11 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         received[names[i]] += [m.data.decode() for m in drain(subscriptions[i])]
         return received[names[i]]
 
-    def bridgectl(*args: str) -> str:
+    def bridgectl(*args: str, stdout_only: bool = False) -> str:
         done = subprocess.run([str(BIN / "bridgectl"), "bridges", *args], env=env, capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 0, done.stderr
-        return done.stdout + done.stderr
+        return done.stdout if stdout_only else done.stdout + done.stderr  # --json goes to stdout alone
 
     try:
         wait(lambda: answers(url), "dagster dev answers")
@@ -128,6 +128,9 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         wait(lambda: sorted(arrived(0)) == sorted(first[0] + second[0] + third), "bridge 0 kept moving")
         assert [r.run_id for r in _runs(home, [DagsterRunStatus.STARTED])] == [run.run_id]
         assert sorted(arrived(2)) == sorted(first[2] + second[2])  # nothing past the poison record
+        [status] = json.loads(bridgectl("status", names[2], "--json", stdout_only=True))
+        assert status["sensor"] == "RUNNING" and status["last_run"]["run_id"] == run.run_id
+        assert names[2] in status["last_error"]["message"]
     finally:
         os.killpg(dev.pid, signal.SIGINT)
         try:
