@@ -16,6 +16,9 @@ import health
 from connectors.bridge import Bridge
 from jobs import host_job_name, job_name
 
+# A hosted bridge's checks looked through for its last failure (a commit every few seconds evaluates them).
+_CHECKS_LOOKED_AT = 500
+
 MAX_MATERIALIZATIONS = 10_000  # per window; a continuous run commits every few seconds
 
 
@@ -139,11 +142,12 @@ def _innermost(error) -> str | None:
 
 
 def _last_failed_check(instance: DagsterInstance, bridge: Bridge) -> dict[str, Any] | None:
-    """A hosted bridge's failure leaves its host's run going: the bridge's failed `batch_succeeded` check says it."""
+    """A hosted bridge's failure leaves its host's run going, which starts the bridge again later (and its first
+    commit passes the check again): its last failed `batch_succeeded` evaluation says what happened."""
     key = AssetCheckKey(AssetKey(bridge.name), health.BATCH_SUCCEEDED)
-    record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key)
-    evaluation = record.event.asset_check_evaluation if record is not None and record.event is not None else None
-    if evaluation is None or evaluation.passed:
-        return None
-    return {"message": (evaluation.description or "failed").splitlines()[0], "at": record.event.timestamp,
-            "run_id": record.run_id}
+    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=_CHECKS_LOOKED_AT):
+        evaluation = record.event.asset_check_evaluation if record.event is not None else None
+        if evaluation is not None and not evaluation.passed:
+            return {"message": (evaluation.description or "failed").splitlines()[0], "at": record.create_timestamp,
+                    "run_id": record.run_id}
+    return None

@@ -30,16 +30,17 @@ def _latest_run_id(instance: DagsterInstance, job_name: str) -> "str | None":
     return records[0].dagster_run.run_id if records else None
 
 
-def _run_in_flight(context: SensorEvaluationContext, job_name: str, bridge: Bridge,
-                   bridge_lease: BridgeLeaseResource) -> "SkipReason | None":
+def _run_in_flight(context: SensorEvaluationContext, job_name: str, bridges: list[Bridge],
+                   bridge_lease: BridgeLeaseResource, whose: str = "this bridge") -> "SkipReason | None":
     """A bridge's runs never overlap: skip while one is queued or running. A run whose process died
     (its lease heartbeat stopped) is marked failed first, so it cannot hold the bridge for ever."""
-    fenced = fence_if_stale(context.instance, bridge.name, bridge_lease.timing())
-    if fenced is not None and not fenced.finished:
-        context.log.warning(f"run {fenced.run_id} of {bridge.name} marked failed: {fenced.stale_because}")
+    for bridge in bridges:
+        fenced = fence_if_stale(context.instance, bridge.name, bridge_lease.timing())
+        if fenced is not None and not fenced.finished:
+            context.log.warning(f"run {fenced.run_id} of {bridge.name} marked failed: {fenced.stale_because}")
     records = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
     if records:
-        return SkipReason(f"run {records[0].dagster_run.run_id[:8]} of this bridge is not finished")
+        return SkipReason(f"run {records[0].dagster_run.run_id[:8]} of {whose} is not finished")
     return None
 
 
@@ -81,7 +82,7 @@ def build_keeper_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
 def _run_when_none_in_flight(bridge: Bridge, job_name: str, kind: str, description: str) -> SensorDefinition:
     @sensor(**_sensor_properties(bridge, job_name, kind, description))
     def _sensor(context: SensorEvaluationContext, bridge_lease: BridgeLeaseResource):
-        if busy := _run_in_flight(context, job_name, bridge, bridge_lease):
+        if busy := _run_in_flight(context, job_name, [bridge], bridge_lease):
             return busy
         # One request per ended run: a double evaluation cannot start two.
         return evaluate_with_backoff(context, job_name, bridge.sensor.interval_seconds, lambda: RunRequest(
@@ -109,7 +110,7 @@ def build_signal_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
     def _signal_sensor(context: SensorEvaluationContext, **_resources):
         # `**_resources`: a direct call (how Dagster's docs test a sensor) passes every required resource as
         # an argument; the daemon passes none. Both reach them through context.resources.
-        if busy := _run_in_flight(context, job_name, bridge, context.resources.bridge_lease):
+        if busy := _run_in_flight(context, job_name, [bridge], context.resources.bridge_lease):
             return busy
 
         def check() -> RunRequest | SkipReason:
@@ -159,13 +160,8 @@ def build_host_keeper(host: str, members: list[Bridge], job_name: str) -> Sensor
             default_status=DefaultSensorStatus.RUNNING,
             description=f"Keeps one run of host {host} alive while any of its bridges is switched on")
     def _keeper(context: SensorEvaluationContext, bridge_lease: BridgeLeaseResource):
-        for bridge in members:  # a member held by a dead run is freed for the host's next run
-            fenced = fence_if_stale(context.instance, bridge.name, bridge_lease.timing())
-            if fenced is not None and not fenced.finished:
-                context.log.warning(f"run {fenced.run_id} of {bridge.name} marked failed: {fenced.stale_because}")
-        records = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
-        if records:
-            return SkipReason(f"run {records[0].dagster_run.run_id[:8]} of host {host} is not finished")
+        if busy := _run_in_flight(context, job_name, members, bridge_lease, f"host {host}"):
+            return busy
         if not switched_on(context.instance, members):
             return SkipReason(f"every bridge of host {host} is switched off")
         return evaluate_with_backoff(context, job_name, interval, lambda: RunRequest(

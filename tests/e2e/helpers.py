@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -146,3 +147,46 @@ def answers(url: str) -> bool:
             return True
     except OSError:
         return False
+
+
+class DagsterDev:
+    """`dagster dev` (webserver and daemon) on a bridges file, in its own process group and Dagster home (the
+    project's dagster.yaml), as a user runs it; `bridgectl(...)` runs `bridgectl bridges ...` against it."""
+
+    def __init__(self, tmp_path: Path, bridges: Path, spark_remote: str):
+        from bridgectl.paths import PROJECT_ROOT
+
+        self.home = tmp_path / "dagster_home"
+        self.home.mkdir()
+        shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", self.home / "dagster.yaml")
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = tmp_path / "dev.log"
+        self.env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(self.home),
+                    "BRIDGE_SPARK_REMOTE": spark_remote, "DAGSTER_URL": self.url}
+        self._bin = Path(sys.executable).parent
+        self._process = subprocess.Popen(
+            [str(self._bin / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+            cwd=PROJECT_ROOT, env=self.env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def __enter__(self) -> "DagsterDev":
+        try:
+            wait(lambda: answers(self.url), "dagster dev answers")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.killpg(self._process.pid, signal.SIGINT)
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._process.pid, signal.SIGKILL)
+
+    def bridgectl(self, *args: str, stdout_only: bool = False) -> str:
+        done = subprocess.run([str(self._bin / "bridgectl"), "bridges", *args], env=self.env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout if stdout_only else done.stdout + done.stderr  # --json goes to stdout alone

@@ -1,16 +1,14 @@
 """Bridges sharing a host (`continuous.host`) under `dagster dev`, as a user runs them: one run moves all three
 Kafka -> Pub/Sub bridges; one switched off (`bridgectl bridges stop`) ends in that run after recording its commit
 while the others go on moving; switched on again, it joins the same run and moves what waited. Each bridge keeps
-its own position: nothing lost, nothing copied. A poison record fails its bridge alone."""
+its own position: nothing lost, nothing copied. A poison record fails its bridge alone; the run's process killed -9
+is fenced by the host's keeper and the next run moves what came meanwhile."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,11 +16,10 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from bridgectl.paths import PROJECT_ROOT
-from tests.e2e.helpers import PROJECT, answers, create_pubsub_topic, drain, free_port, kafka_admin, produce, wait
+from jobs.lease import _heartbeat_key
+from tests.e2e.helpers import PROJECT, DagsterDev, create_pubsub_topic, drain, kafka_admin, produce, wait
 
 pytestmark = pytest.mark.e2e
-BIN = Path(sys.executable).parent
 STRINGS = {"value.converter": "org.apache.kafka.connect.storage.StringConverter"}
 JSON = {"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": False}
 
@@ -65,29 +62,15 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
          "batch": {"initial_offsets": "earliest"}, "sensor": {"interval_seconds": 2},
          "continuous": {"host": host, "commit_interval_ms": 1000}}
         for name, topic, converter in zip(names, topics, [STRINGS, STRINGS, JSON])]}))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    url = f"http://127.0.0.1:{free_port()}"
-    env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(home), "BRIDGE_SPARK_REMOTE": spark_remote,
-           "DAGSTER_URL": url}
-    dev = subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p",
-                            url.rsplit(":", 1)[1]], cwd=PROJECT_ROOT, env=env, stdout=open(tmp_path / "dev.log", "wb"),
-                           stderr=subprocess.STDOUT, start_new_session=True)
+    dev = DagsterDev(tmp_path, bridges, spark_remote)
+    home, bridgectl = dev.home, dev.bridgectl
     received: dict[str, list[str]] = {name: [] for name in names}
 
     def arrived(i: int) -> list[str]:
         received[names[i]] += [m.data.decode() for m in drain(subscriptions[i])]
         return received[names[i]]
 
-    def bridgectl(*args: str, stdout_only: bool = False) -> str:
-        done = subprocess.run([str(BIN / "bridgectl"), "bridges", *args], env=env, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, done.stderr
-        return done.stdout if stdout_only else done.stdout + done.stderr  # --json goes to stdout alone
-
-    try:
-        wait(lambda: answers(url), "dagster dev answers")
+    with dev:
         first = {i: [f"first-{i}-{n}" for n in range(50)] for i in range(3)}
         for i in range(3):
             produce(topics[i], [(None, _value(i, v)) for v in first[i]])
@@ -98,7 +81,7 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
 
         # Switched off: bridge 1 ends in that run, its position recorded; the others go on.
         assert "stopped" in bridgectl("stop", names[1])
-        wait(lambda: "hosted_1" in (tmp_path / "dev.log").read_text() and _recorded_offsets(home, names[1]) == 50,
+        wait(lambda: "hosted_1" in dev.log.read_text() and _recorded_offsets(home, names[1]) == 50,
              "the switched-off bridge recorded its last commit")
         time.sleep(4)  # past the run's look at its switches and the stream's stop
         second = {i: [f"second-{i}-{n}" for n in range(30)] for i in range(3)}
@@ -131,9 +114,19 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         [status] = json.loads(bridgectl("status", names[2], "--json", stdout_only=True))
         assert status["sensor"] == "RUNNING" and status["last_run"]["run_id"] == run.run_id
         assert names[2] in status["last_error"]["message"]
-    finally:
-        os.killpg(dev.pid, signal.SIGINT)
-        try:
-            dev.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(dev.pid, signal.SIGKILL)
+
+        # The run's process killed -9: the keeper fences it and starts the next run, which moves what came meanwhile.
+        with DagsterInstance.from_config(str(home)) as instance:
+            key = _heartbeat_key(names[0])
+            beat = json.loads(instance.run_storage.get_cursor_values({key})[key])
+        assert beat["run_id"] == run.run_id
+        os.kill(beat["pid"], signal.SIGKILL)
+        fourth = [f"fourth-0-{n}" for n in range(40)]
+        produce(topics[0], [(None, v) for v in fourth])  # in the lease's lapse or after it
+        wait(lambda: [r.run_id for r in _runs(home, [DagsterRunStatus.STARTED])] not in ([], [run.run_id]),
+             "the keeper started the next run", 180)
+        fifth = [f"fifth-0-{n}" for n in range(40)]
+        produce(topics[0], [(None, v) for v in fifth])
+        everything = first[0] + second[0] + third + fourth + fifth
+        wait(lambda: set(arrived(0)) == set(everything), "bridge 0's records after the kill arrived", 180)
+        assert len(arrived(0)) - len(everything) <= len(third) + len(fourth), "more copies than moved since a commit"

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,10 +15,9 @@ import boto3
 import pytest
 import yaml
 
-from bridgectl.paths import PROJECT_ROOT
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
-from tests.e2e.helpers import answers, free_port, kafka_admin, produce, wait
+from tests.e2e.helpers import DagsterDev, kafka_admin, produce, wait
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
@@ -51,35 +47,17 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
                  region_name="us-east-1").create_stream(StreamName=stream, ShardCount=1)
     bridges = tmp_path / "bridges.yaml"
     bridges.write_text("# bridges of this test\nbridges:\n")
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(home), "BRIDGE_SPARK_REMOTE": spark_remote,
-           "DAGSTER_URL": url}
-    dev = subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                           cwd=PROJECT_ROOT, env=env, stdout=open(tmp_path / "dev.log", "wb"),
-                           stderr=subprocess.STDOUT, start_new_session=True)
+    dev = DagsterDev(tmp_path, bridges, spark_remote)
+    bridgectl = dev.bridgectl
 
-    def bridgectl(*args: str) -> str:
-        done = subprocess.run([str(BIN / "bridgectl"), "bridges", *args], env=env, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, done.stderr
-        return done.stdout + done.stderr
-
-    def one_row(command: str) -> dict:  # --json goes to stdout alone
-        done = subprocess.run([str(BIN / "bridgectl"), "bridges", command, name, "--json"], env=env,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        [row] = json.loads(done.stdout)
+    def one_row(command: str) -> dict:
+        [row] = json.loads(bridgectl(command, name, "--json", stdout_only=True))
         return row
 
     def stats() -> dict:
         return one_row("stats")
 
-    try:
-        wait(lambda: answers(url), "dagster dev answers")
+    with dev:
         added = bridgectl("add", name, "--connector", "KinesisSinkConnector", "--set", f"topics={topic}",
                           "--set", f"kinesis.stream.name={stream}", "--interval", "2")
         assert f"sensor {name}_lag_sensor running" in added
@@ -116,9 +94,3 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
         assert f"removed {name}" in bridgectl("remove", name)
         assert name not in bridgectl("list")
         assert yaml.safe_load(bridges.read_text())["bridges"] in (None, [])
-    finally:
-        os.killpg(dev.pid, signal.SIGINT)
-        try:
-            dev.wait(timeout=45)
-        except subprocess.TimeoutExpired:
-            os.killpg(dev.pid, signal.SIGKILL)
