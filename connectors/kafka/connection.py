@@ -67,3 +67,12 @@ def refused_for_good(error) -> bool:
 
     return error.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE, KafkaError.INVALID_RECORD,
                             KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE)
+
+
+def group_committer(client_config: dict, group: str):
+    """A consumer of `group` that never subscribes: it only commits offsets with metadata, or reads them back (the
+    always-on streams' leases, reports and slot ends are such commits)."""
+    from confluent_kafka import Consumer
+
+    return Consumer({**client_config, "group.id": group, "enable.auto.commit": False, "log_level": 3,
+                     "logger": client_logger()})

@@ -67,7 +67,9 @@ class LeasedJob:
         self._lease = LeaseHolder(self._lease_client_config, self._bridge.consumer_group, lease_partition,
                                   self.stream_id)
         tags = (*self._run_tags, f"stream-{self.stream_id}")
-        shared = self._shared.join(self, work, slots, tags, lease_partition) if self._shared else None
+        bridge = self._bridge
+        shared = self._shared.join(bridge.name, self.stream_id, work, slots, self._lease_client_config,
+                                   bridge.consumer_group, lease_partition) if self._shared else None
         self._job = shared or OwnJob(self._spark, work, slots, tags, self._bridge.name)
 
     @property

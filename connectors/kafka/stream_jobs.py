@@ -139,7 +139,7 @@ class SharedJob:
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 
-    def join(self, stream, work: SlotWork, slots: int, tags: tuple[str, ...],
+    def join(self, bridge: str, stream_id: str, work: SlotWork, slots: int, client_config: dict, group: str,
              lease_partition: TopicPartition) -> SharedMember | None:
         """The stream's slots in the forming job; None while a job runs (the stream then runs a job of its own)."""
         with self._lock:
@@ -147,16 +147,15 @@ class SharedJob:
                 return None
             if self._thread is not None:  # the last one ended: a new one forms
                 self._thread, self._failure = None, None
-            units = [SharedSlot(stream.stream_id, work, slot, stream._lease_client_config,
-                                stream._bridge.consumer_group, (lease_partition.topic, lease_partition.partition))
-                     for slot in range(slots)]
+            units = [SharedSlot(stream_id, work, slot, client_config, group,
+                                (lease_partition.topic, lease_partition.partition)) for slot in range(slots)]
             if not self._forming:
                 self._first_joined_at = time.monotonic()
                 threading.Thread(target=self._launch_when_gathered, name="shared stream job", daemon=True).start()
             self._forming += units
             self._joined_at = time.monotonic()
             if self._expected is not None:
-                self._expected.discard(stream._bridge.name)
+                self._expected.discard(bridge)
             return SharedMember(self, units)
 
     def withdraw(self, bridge: str) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
-from connectors.kafka.connection import client_logger
+from connectors.kafka.connection import group_committer
 
 BEAT_S = 0.2
 LAPSE_S = 1.0
@@ -27,17 +27,11 @@ def lease_group(consumer_group: str) -> str:
     return f"{consumer_group}-stream-lease"
 
 
-def _lease_consumer(client_config: dict, group: str) -> Consumer:
-    """A consumer of the lease's group that never subscribes: it only commits or reads the beat."""
-    return Consumer({**client_config, "group.id": lease_group(group), "enable.auto.commit": False, "log_level": 3,
-                     "logger": client_logger()})
-
-
 class LeaseHolder:
     """The run's side: beats until `stop()` (which beats "stop" once) or `close()`."""
 
     def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str):
-        self._consumer = _lease_consumer(client_config, group)
+        self._consumer = group_committer(client_config, lease_group(group))
         self._where = (partition.topic, partition.partition)
         self._stream_id = stream_id
         self._beat = 0
@@ -81,7 +75,7 @@ class LeaseWatcher:
     """A task's side: `holds()` is False once the task must stop."""
 
     def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str):
-        self._consumer = _lease_consumer(client_config, group)
+        self._consumer = group_committer(client_config, lease_group(group))
         self._where = TopicPartition(partition.topic, partition.partition)
         self._stream_id = stream_id
         self._seen: tuple[int, str] | None = None

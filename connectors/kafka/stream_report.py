@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
-from connectors.kafka.connection import client_logger
+from connectors.kafka.connection import group_committer
 from connectors.kafka.stream_task import StreamCommitRefused, commit_may_retry
 
 
@@ -56,8 +56,7 @@ class ReportPoster:
     """A task's side: `post(counts)` commits them; `last()` is this stream's last report (a task run again)."""
 
     def __init__(self, client_config: dict, consumer_group: str, slot: int, where: tuple[str, int], stream_id: str):
-        self._consumer = Consumer({**client_config, "group.id": report_group(consumer_group, slot),
-                                   "enable.auto.commit": False, "log_level": 3, "logger": client_logger()})
+        self._consumer = group_committer(client_config, report_group(consumer_group, slot))
         self._consumer_group = report_group(consumer_group, slot)
         self._where = where
         self._stream_id = stream_id

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.errors import root_cause
-from connectors.kafka.connection import client_logger
+from connectors.kafka.connection import group_committer
 
 SlotWork = Callable[[int], None]
 # The jobs' tasks yield nothing; Spark still wants a schema.
@@ -78,16 +78,11 @@ def _slot_group(consumer_group: str, slot: int) -> str:
     return f"{consumer_group}-stream-slot-{slot}"
 
 
-def _slot_consumer(client_config: dict, group: str, slot: int) -> Consumer:
-    return Consumer({**client_config, "group.id": _slot_group(group, slot), "enable.auto.commit": False,
-                     "log_level": 3, "logger": client_logger()})
-
-
 def post_slot_end(client_config: dict, group: str, where: tuple[str, int], stream_id: str, slot: int,
                   error: str | None) -> None:
     """A slot of a shared job ended (its lease ended it, or `error`): said in the slot's own group of the bridge,
     at its lease partition, so that neither a neighbour's post nor the lease's beat overwrites it."""
-    consumer = _slot_consumer(client_config, group, slot)
+    consumer = group_committer(client_config, _slot_group(group, slot))
     try:
         metadata = json.dumps({"stream": stream_id, "error": error[:_MAX_ERROR_CHARS] if error else None})
         # The offset only has to move: milliseconds since the epoch.
@@ -101,7 +96,7 @@ class SlotEnds:
     """The driver's side: which slots of stream `stream_id` have ended, and the error of any that failed."""
 
     def __init__(self, client_config: dict, group: str, where: tuple[str, int], slots: int):
-        self._consumers = [_slot_consumer(client_config, group, slot) for slot in range(slots)]
+        self._consumers = [group_committer(client_config, _slot_group(group, slot)) for slot in range(slots)]
         self._where = TopicPartition(*where)
 
     def read(self, stream_id: str) -> tuple[int, str | None]:

@@ -38,26 +38,12 @@ def _python_workers(engine_pid: int) -> list[int]:
     return [worker for daemon in tree if is_daemon(daemon) for worker in children(daemon) if is_daemon(worker)]
 
 
-def _lose_the_task_then_send(stack, case, sent: list[str], run, tmp_path: Path) -> None:
-    """Kills the warm engine's Python workers, sends 50 more, and waits until everything sent has arrived with the
-    run still going."""
-    workers = _python_workers({s.name: s.pid for s in stack.status()}["spark"])
-    assert workers, "no Python worker found"
-    for pid in workers:
-        os.kill(pid, signal.SIGKILL)
-    time.sleep(1)
-    after = [f"b{i}" for i in range(50)]
-    case.send(after)
-    sent += after
-    wait_until(lambda: set(sent) <= set(case.arrived()), "what was sent after the lost task arrived", timeout_s=90)
-    assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
-
-
-def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_connect_group(
-        stack, spark_remote, tmp_path, unique):
-    case = CloudSink(unique, tmp_path)
+def _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote: str, tmp_path: Path, case,
+                                                   add_partition) -> None:
+    """Runs the bridge as a user does and sends 50 records; `add_partition()` adds a partition while it runs, sends
+    to it and returns what it sent; then the engine's Python workers are killed and 50 more are sent. Everything
+    arrives, at most the lost task's last round twice, and the run says it started again."""
     command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
-    home = env["DAGSTER_HOME"]
     run = start(command, env, tmp_path / "run.log")
     sent: list[str] = []
     try:
@@ -66,17 +52,21 @@ def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_
         sent += first
         wait_until(lambda: set(sent) <= set(case.arrived()), "the first records arrived")
 
-        # A partition added while the stream runs is read from its start.
-        admin = kafka_admin()
-        admin._admin.create_partitions([NewPartitions(case.topic, 3)])[case.topic].result(30)
-        third = [f"p2-{i}" for i in range(20)]
-        produce_to_partition(case.topic, 2, third)
-        sent += third
+        sent += add_partition()  # read from its start
         wait_until(lambda: set(sent) <= set(case.arrived()), "the new partition's records arrived", timeout_s=60)
 
         # The task's Python worker dies (a task lost): the stream starts again from its last commit.
-        _lose_the_task_then_send(stack, case, sent, run, tmp_path)
-        wait_until(lambda: recorded_position(home, case) == case.head(), "the position is recorded")
+        workers = _python_workers({s.name: s.pid for s in stack.status()}["spark"])
+        assert workers, "no Python worker found"
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        after = [f"b{i}" for i in range(50)]
+        case.send(after)
+        sent += after
+        wait_until(lambda: set(sent) <= set(case.arrived()), "what was sent after the lost task arrived", timeout_s=90)
+        assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        wait_until(lambda: recorded_position(env["DAGSTER_HOME"], case) == case.head(), "the position is recorded")
     finally:
         os.killpg(run.pid, signal.SIGINT)
         run.wait(60)
@@ -84,8 +74,20 @@ def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_
     arrived = case.arrived()
     assert set(arrived) == set(sent)
     assert sum(n - 1 for n in collections.Counter(arrived).values()) <= 50  # at most the lost task's last round
-    log = (tmp_path / "run.log").read_text()
-    assert "started again from its last commit" in log
+    assert "started again from its last commit" in (tmp_path / "run.log").read_text()
+
+
+def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_connect_group(
+        stack, spark_remote, tmp_path, unique):
+    case = CloudSink(unique, tmp_path)
+
+    def add_partition() -> list[str]:
+        kafka_admin()._admin.create_partitions([NewPartitions(case.topic, 3)])[case.topic].result(30)
+        third = [f"p2-{i}" for i in range(20)]
+        produce_to_partition(case.topic, 2, third)
+        return third
+
+    _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote, tmp_path, case, add_partition)
 
     # The Kafka Connect group holds the same position, as a stream's commits (kafka-consumer-groups shows its lag).
     commits = kafka_admin().commits(f"connect-{case.name}", {case.topic: [0, 1, 2]})
@@ -103,17 +105,8 @@ def test_a_lite_source_stream_takes_a_new_lite_partition_and_survives_a_lost_tas
     from tests.e2e.test_continuous_e2e import LiteSource
 
     case = LiteSource(unique, tmp_path)
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
-    home = env["DAGSTER_HOME"]
-    run = start(command, env, tmp_path / "run.log")
-    sent: list[str] = []
-    try:
-        first = [f"a{i}" for i in range(50)]
-        case.send(first)
-        sent += first
-        wait_until(lambda: set(sent) <= set(case.arrived()), "the first messages arrived")
 
-        # A Lite partition added while the stream runs is read from its start.
+    def add_partition() -> list[str]:
         admin = lite_connection().admin(case.lite_topic.location.region)
         admin.update_topic(Topic(name=str(case.lite_topic), partition_config=Topic.PartitionConfig(
             count=3, capacity=Topic.PartitionConfig.Capacity(publish_mib_per_sec=4, subscribe_mib_per_sec=8))),
@@ -122,17 +115,6 @@ def test_a_lite_source_stream_takes_a_new_lite_partition_and_survives_a_lost_tas
         ids = publish_lite(case.lite_topic, [{"data": v.encode()} for v in third])  # a new publisher: 3 partitions
         assert any(MessageMetadata.decode(i).partition.value == 2 for i in ids), ids
         case.published += len(third)
-        sent += third
-        wait_until(lambda: set(sent) <= set(case.arrived()), "the new partition's messages arrived", timeout_s=60)
+        return third
 
-        # The task's Python worker dies (a task lost): the stream starts again from its last cursors.
-        _lose_the_task_then_send(stack, case, sent, run, tmp_path)
-        wait_until(lambda: recorded_position(home, case) == case.head(), "the cursors are recorded")
-    finally:
-        os.killpg(run.pid, signal.SIGINT)
-        run.wait(60)
-
-    arrived = case.arrived()
-    assert set(arrived) == set(sent)
-    assert sum(n - 1 for n in collections.Counter(arrived).values()) <= 50  # at most the lost task's last round
-    assert "started again from its last commit" in (tmp_path / "run.log").read_text()
+    _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote, tmp_path, case, add_partition)
