@@ -97,23 +97,31 @@ class ContinuousRun:
                 tasks = max(b.continuous.stream_tasks for b in self._bridges.values())
                 streams = {b.name for b in self._bridges.values() if b.plugin.open_stream is not None}
                 gather_s = max(b.continuous.commit_interval_ms for b in self._bridges.values()) / 1000 + 1
-                self._shared = SharedJob(spark, spark.getTags(), tasks, streams & self._wanted_now(), gather_s)
-            self._start_wanted()
-            while self._members or not self._ending():
-                try:
-                    event = self._events.get(timeout=_LOOK_S)
-                except queue.Empty:
-                    event = None
-                if event is not None:
-                    self._handle(*event)
-                if self._ending():
-                    for member in self._members.values():
-                        member.stop.set()
-                else:
-                    self._start_wanted()
-                    self._stop_unwanted()
+                host = next(iter(self._bridges.values())).continuous.host
+                self._shared = SharedJob(spark, host, spark.getTags(), tasks, streams & self._wanted_now(), gather_s)
+            try:
+                self._move_until_ended()
+            finally:
+                if self._shared is not None:
+                    self._shared.close()
         if self._failed is not None:
             raise self._failed
+
+    def _move_until_ended(self) -> None:
+        self._start_wanted()
+        while self._members or not self._ending():
+            try:
+                event = self._events.get(timeout=_LOOK_S)
+            except queue.Empty:
+                event = None
+            if event is not None:
+                self._handle(*event)
+            if self._ending():
+                for member in self._members.values():
+                    member.stop.set()
+            else:
+                self._start_wanted()
+                self._stop_unwanted()
 
     def _ending(self) -> bool:
         if self._stop.is_set() or self._failed is not None or time.monotonic() >= self._deadline:

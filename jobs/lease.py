@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from dagster import DagsterInstance
+from dagster._utils.concurrency import ConcurrencyKeyInfo
 
 from bridgectl.processes import process_start_ticks
 
@@ -142,8 +143,9 @@ class BridgeLease:
         self._stop = threading.Event()
         self._lost: str | None = None
         self._last_beat = time.time()
+        # monotonic time of the last beat that found the lease still this run's and wrote its heartbeat
+        self._confirmed_at = float("-inf")
         self._pid_started = process_start_ticks(os.getpid())
-        self._thread = threading.Thread(target=self._beat_until_released, name=f"lease-{bridge}", daemon=True)
         self.fenced: Holder | None = None
 
     @classmethod
@@ -151,8 +153,10 @@ class BridgeLease:
                 timing: LeaseTiming = LeaseTiming()) -> BridgeLease:
         lease = cls(instance, bridge, run_id, timing)
         lease._claim()
-        lease._beat()
-        lease._thread.start()
+        confirmed = time.monotonic()
+        lease._instance.run_storage.set_cursor_values(dict([lease._heartbeat()]))
+        lease._beaten(confirmed)
+        _Heartbeats.hold(lease)
         return lease
 
     def _claim(self) -> None:
@@ -176,35 +180,32 @@ class BridgeLease:
                 raise BridgeBusy(f"bridge {self._bridge}: another run claimed its lease at the same moment; "
                                  "this run stopped before reading anything")
 
-    def _holds(self) -> bool:
-        claimed = self._instance.event_log_storage.get_concurrency_info(pool_name(self._bridge)).claimed_slots
-        return any(slot.run_id == self._run_id for slot in claimed)
+    def holds_in(self, claimed: ConcurrencyKeyInfo) -> bool:
+        return any(slot.run_id == self._run_id for slot in claimed.claimed_slots)
 
-    def _beat(self) -> None:
-        key = _heartbeat_key(self._bridge)
-        value = json.dumps({"run_id": self._run_id, "at": time.time(), "host": socket.gethostname(),
-                            "pid": os.getpid(), "pid_started": self._pid_started})
-        self._instance.run_storage.set_cursor_values({key: value})
-        self._last_beat = time.time()
+    def _heartbeat(self) -> tuple[str, str]:
+        return _heartbeat_key(self._bridge), json.dumps({
+            "run_id": self._run_id, "at": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+            "pid_started": self._pid_started})
 
-    def _beat_until_released(self) -> None:
-        while not self._stop.wait(self._timing.heartbeat_s):
-            try:
-                if not self._holds():
-                    self._lost = "another run fenced it"
-                    return
-                self._beat()
-            except Exception as exc:  # storage unreachable: the next beat tries again
-                # Without heartbeats for stale_after_s another run may take the lease: this one must not record.
-                if time.time() - self._last_beat > self._timing.stale_after_s:
-                    self._lost = f"its heartbeat could not be written for {self._timing.stale_after_s:.0f} s " \
-                                 f"({type(exc).__name__})"
-                    return
+    def _beaten(self, confirmed_at: float) -> None:
+        self._last_beat, self._confirmed_at = time.time(), confirmed_at
+
+    def _beat_failed(self, error: Exception) -> None:
+        # Without heartbeats for stale_after_s another run may take the lease: this one must not record.
+        if time.time() - self._last_beat > self._timing.stale_after_s:
+            self._lost = f"its heartbeat could not be written for {self._timing.stale_after_s:.0f} s " \
+                         f"({type(error).__name__})"
 
     def check(self) -> None:
         """Raise if the lease is no longer this run's: then the batch must not be recorded."""
-        if self._lost is None and not self._holds():
-            self._lost = "another run fenced it"
+        # A beat that found the lease this run's less than a heartbeat ago also wrote its heartbeat then: nobody
+        # can have found this run stale since (that takes stale_after_s), so storage is not asked again.
+        recent = time.monotonic() - self._confirmed_at < self._timing.heartbeat_s
+        if self._lost is None and not recent:
+            info = self._instance.event_log_storage.get_concurrency_info(pool_name(self._bridge))
+            if not self.holds_in(info):
+                self._lost = "another run fenced it"
         if self._lost is not None:
             raise LeaseLost(f"run {self._run_id} lost its lease on bridge {self._bridge} ({self._lost}); its batch "
                             "is not recorded, and the next run moves those records again (at least once)")
@@ -214,4 +215,60 @@ class BridgeLease:
         materialization (the position the next run reads) only after the asset's body has returned; the
         next claimant, or the sensor, frees it once the run is finished."""
         self._stop.set()
-        self._thread.join(timeout=self._timing.heartbeat_s + 5)
+
+
+class _Heartbeats:
+    """The heartbeats of every lease a process holds on one instance, in one thread: each beat reads their slots
+    in one query and writes their heartbeats in one write, however many there are (a host's run holds one per
+    bridge; a thread and two storage round trips per lease cost a host of thirty bridges a tenth of a core)."""
+
+    _each: dict[tuple[int, LeaseTiming], _Heartbeats] = {}
+    _each_lock = threading.Lock()
+
+    def __init__(self, instance: DagsterInstance, timing: LeaseTiming):
+        self._instance, self._timing = instance, timing
+        self._leases: list[BridgeLease] = []
+        self._thread = threading.Thread(target=self._beat_while_held, name="bridge lease heartbeats", daemon=True)
+
+    @classmethod
+    def hold(cls, lease: BridgeLease) -> None:
+        """Beat `lease` from now on, in its instance's thread (started if there is none)."""
+        with cls._each_lock:
+            key = (id(lease._instance), lease._timing)
+            beats = cls._each.get(key)
+            if beats is None:
+                beats = cls._each[key] = cls(lease._instance, lease._timing)
+                beats._thread.start()
+            beats._leases.append(lease)
+
+    def _held(self) -> list[BridgeLease] | None:
+        """The leases still held; None once there are none (the thread ends, and the next lease starts another)."""
+        with self._each_lock:
+            self._leases = [lease for lease in self._leases if not lease._stop.is_set() and lease._lost is None]
+            if not self._leases:
+                del self._each[(id(self._instance), self._timing)]
+                return None
+            return list(self._leases)
+
+    def _beat_while_held(self) -> None:
+        while True:
+            time.sleep(self._timing.heartbeat_s)
+            leases = self._held()
+            if leases is None:
+                return
+            confirmed = time.monotonic()
+            try:
+                claimed = self._instance.event_log_storage.get_concurrency_infos(
+                    [pool_name(lease._bridge) for lease in leases])
+                held = []
+                for lease in leases:
+                    if lease.holds_in(claimed[pool_name(lease._bridge)]):
+                        held.append(lease)
+                    else:
+                        lease._lost = "another run fenced it"
+                self._instance.run_storage.set_cursor_values(dict(lease._heartbeat() for lease in held))
+                for lease in held:
+                    lease._beaten(confirmed)
+            except Exception as exc:  # noqa: BLE001 - storage unreachable: the next beat tries again
+                for lease in leases:
+                    lease._beat_failed(exc)

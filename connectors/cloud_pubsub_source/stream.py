@@ -54,7 +54,7 @@ class CloudPubSubSourceStream(LeasedJob):
                           bridge.batch.outage_timeout_seconds)
         settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                         report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
-                                        deadline=self.deadline)
+                                        deadline=self.deadline, host_lease=self.host_lease)
         self._launch(functools.partial(stream_pull_and_deliver, settings), self._slots, TopicPartition(*self._where))
 
     def progress(self):

@@ -31,7 +31,8 @@ def stream_pull_and_deliver(settings: ReportingTaskSettings, slot: int) -> None:
     """One slot of the stream (stream_slots.py): pulls, writes to Kafka, acks and reports until its lease ends it."""
     task, config = settings.task, settings.task.config
     client_config = task.kafka_client_config
-    lease = LeaseWatcher(client_config, settings.consumer_group, TopicPartition(*settings.where), settings.stream_id)
+    lease = LeaseWatcher(client_config, settings.consumer_group, TopicPartition(*settings.where), settings.stream_id,
+                         settings.host_lease)
     poster = ReportPoster(client_config, settings.consumer_group, slot, settings.where, settings.stream_id)
     try:
         with source_clients(task) as clients:

@@ -6,6 +6,7 @@ Only metadata calls live here, so sensors can use it within their time budget; n
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -15,7 +16,7 @@ from confluent_kafka.admin import (
 from google.api_core.retry import Retry
 
 from connectors.errors import BatchError
-from connectors.kafka.connection import KafkaConnection, client_logger
+from connectors.kafka.connection import KafkaConnection, client_logger, group_committer
 
 # {topic: {partition: offset}}; JSON-friendly (partition keys become strings in metadata).
 Offsets = dict[str, dict[int, int]]
@@ -82,6 +83,8 @@ class KafkaAdmin:
         self._authentication_error: str | None = None
         self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3, "logger": client_logger(),
                                    "error_cb": self._on_error})
+        self._committers: dict[str, Consumer] = {}  # by group: commits() reads through them
+        self._committers_lock = threading.Lock()
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._AUTHENTICATION:
@@ -102,8 +105,11 @@ class KafkaAdmin:
     # --- topics ------------------------------------------------------------------------------
     def partitions(self, topics: list[str] | None = None, topics_regex: str | None = None) -> dict[str, list[int]]:
         """Partitions of the named topics, or of every topic matching the regex (whole-name match)."""
+        # One named topic: its metadata alone (an always-on bridge asks at every commit interval, and a cluster's
+        # whole metadata grows with its topics).
+        only = topics[0] if topics_regex is None and topics and len(topics) == 1 else None
         try:
-            metadata = self._admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+            metadata = self._admin.list_topics(only, timeout=ADMIN_TIMEOUT_S)
         except KafkaException:
             refused = self._refused_credentials()
             if refused is not None:
@@ -202,21 +208,20 @@ class KafkaAdmin:
         """The group's commits, (offset, metadata) per committed partition. A consumer that never subscribes
         asks for them: the admin API's ListConsumerGroupOffsets crashes librdkafka 2.16 (SIGSEGV in
         rd_kafka_cgrp_op) while the group coordinator is still loading, as on a fresh cluster."""
-        consumer = Consumer({
-            **self.connection.librdkafka_config(), "group.id": group, "enable.auto.commit": False, "log_level": 3,
-            "logger": client_logger(),
-        })
-        try:
-            requested = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
-            result = {}
-            for tp in consumer.committed(requested, timeout=ADMIN_TIMEOUT_S):
-                if tp.error is not None:
-                    raise KafkaException(tp.error)
-                if tp.offset >= 0:
-                    result[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
-            return result
-        finally:
-            consumer.close()
+        with self._committers_lock:
+            consumer = self._committers.get(group)
+            if consumer is None:
+                # kept for the next look: an always-on bridge reads its group at every commit interval, and a
+                # client made for each read cost more than the read
+                consumer = self._committers[group] = group_committer(self.connection.librdkafka_config(), group)
+        requested = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
+        result = {}
+        for tp in consumer.committed(requested, timeout=ADMIN_TIMEOUT_S):
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            if tp.offset >= 0:
+                result[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
+        return result
 
     # --- planning ----------------------------------------------------------------------------
     def plan_batch(

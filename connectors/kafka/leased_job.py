@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition
 
 from connectors.errors import root_cause
 from connectors.kafka.stream_jobs import OwnJob, SharedJob, SharedMember, current_shared_job
-from connectors.kafka.stream_lease import LeaseHolder
+from connectors.kafka.stream_lease import HostBeatRef, LeaseHolder
 from connectors.kafka.stream_slots import SlotWork
 
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ class LeasedJob:
         # The run's shared job of always-on streams (a host's), if the run has one: taken by the thread opening
         # the stream.
         self._shared: SharedJob | None = current_shared_job()
+        # In a host's run its one beat keeps the tasks' lease (stream_lease.py), whichever job they run in.
+        self._host_beat = self._shared.host_beat(lease_client_config) if self._shared else None
         self.stream_id = ""
 
     def _start(self) -> None:
@@ -59,13 +61,18 @@ class LeasedJob:
         self.stream_id = uuid.uuid4().hex[:16]
         return self.stream_id
 
+    @property
+    def host_lease(self) -> HostBeatRef | None:
+        """What the tasks watch besides the bridge's own lease group: the host's beat, if the run is a host's."""
+        return self._host_beat.ref if self._host_beat is not None else None
+
     def _launch(self, work: SlotWork, slots: int, lease_partition: TopicPartition) -> None:
         """Beats the lease for `stream_id` at `lease_partition` and runs `slots` of `work` (which watch that lease):
         in the run's shared job while it is forming, else in a job of its own."""
         if self._lease is not None:
             self._lease.close()
         self._lease = LeaseHolder(self._lease_client_config, self._bridge.consumer_group, lease_partition,
-                                  self.stream_id)
+                                  self.stream_id, self._host_beat)
         tags = (*self._run_tags, f"stream-{self.stream_id}")
         bridge = self._bridge
         shared = self._shared.join(bridge.name, self.stream_id, work, slots, self._lease_client_config,

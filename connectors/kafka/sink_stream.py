@@ -73,7 +73,8 @@ class KafkaSinkStream(LeasedJob):
                                   config.reads_kafka_headers),
             group=self._bridge.consumer_group, stream_id=self._new_stream_id(), linger_s=self._linger_s,
             lease_partition=(starts[0][0], starts[0][1]),
-            commit_every_s=min(1.0, self._bridge.continuous.commit_interval_ms / 2000), deadline=self.deadline)
+            commit_every_s=min(1.0, self._bridge.continuous.commit_interval_ms / 2000), deadline=self.deadline,
+            host_lease=self.host_lease)
         self._launch(functools.partial(stream_partitions, settings, assignments, self._deliver), tasks,
                      TopicPartition(starts[0][0], starts[0][1]))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import json
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from confluent_kafka import TopicPartition
 
+from connectors.kafka.stream_lease import HostBeat
 from connectors.kafka.stream_slots import NOTHING_SCHEMA, SharedSlot, SlotEnds, SlotWork, run_shared, run_slots
 
 if TYPE_CHECKING:
@@ -29,8 +31,8 @@ if TYPE_CHECKING:
 # last one ended (lost, or its leases lapsed), once no stream has joined it for `gather_s`: its streams find the job
 # gone at their next progress read, one commit interval apart at most. At the latest this long after the first joined:
 _GATHER_AT_MOST_S = 60.0
-# How often a member of a shared job reads its slots' ends from Kafka.
-_LOOK_S = 0.5
+# How often a member of a shared job reads its slots' ends from Kafka (a read per slot: thirty members' reads add up).
+_LOOK_S = 1.0
 
 _current: contextvars.ContextVar[SharedJob | None] = contextvars.ContextVar("shared_stream_job", default=None)
 
@@ -128,10 +130,14 @@ class SharedMember:
 
 
 class SharedJob:
-    """The run's shared job: `tasks` Spark tasks running the slots of every stream that joined while it formed."""
+    """The run's shared job: `tasks` Spark tasks running the slots of every stream that joined while it formed; and
+    the host's one lease beat (stream_lease.py) for all its streams, whichever job they run in."""
 
-    def __init__(self, spark: SparkSession, tags: list[str], tasks: int, expected: set[str], gather_s: float):
+    def __init__(self, spark: SparkSession, host: str, tags: list[str], tasks: int, expected: set[str],
+                 gather_s: float):
         self._spark, self._tags, self._tasks, self._gather_s = spark, list(tags), tasks, gather_s
+        self._host = host
+        self._beats: dict[str, HostBeat] = {}  # by Kafka client config
         self._lock = threading.Lock()
         self._forming: list[SharedSlot] = []
         self._expected: set[str] | None = set(expected)  # whose streams the first job waits for; None: whoever comes
@@ -157,6 +163,21 @@ class SharedJob:
             if self._expected is not None:
                 self._expected.discard(bridge)
             return SharedMember(self, units)
+
+    def host_beat(self, client_config: dict) -> HostBeat:
+        """The host's beat on the Kafka cluster of `client_config`, started the first time it is asked for."""
+        key = json.dumps(client_config, sort_keys=True, default=str)
+        with self._lock:
+            if key not in self._beats:
+                self._beats[key] = HostBeat(client_config, self._host)
+            return self._beats[key]
+
+    def close(self) -> None:
+        """The run ends: its beats stop (any stream still running lapses)."""
+        with self._lock:
+            beats, self._beats = list(self._beats.values()), {}
+        for beat in beats:
+            beat.close()
 
     def withdraw(self, bridge: str) -> None:
         """`bridge`'s stream will not join (it failed to open, or was switched off first)."""

@@ -3,6 +3,11 @@
 reads it back and stops, after committing what it delivered, once the beat names another stream (a newer run's,
 or the run's own "stop") or has not moved for `LAPSE_S` (the run is gone: killed, or its host lost).
 
+A host's run (many bridges) beats once for all of them (`HostBeat`): one commit per beat to the host's own group,
+at every stream's lease partition. A hosted stream's own group then only says whose the bridge is (its stream's id,
+written at its start, and "stop" at its end), and its tasks read that every `OWNER_LOOK_S`. Thirty bridges' leases
+beaten apart cost the run 150 commits a second and their tasks as many reads.
+
 Why not Spark's own cancellation: a Spark Connect server keeps executing an operation whose client died, and a
 Python task is killed only after Spark's monitor notices (it looks every 2 s, then waits
 spark.python.task.killTimeout): a killed run's stream went on publishing for seconds. Through the lease it stops
@@ -11,8 +16,12 @@ within `LAPSE_S`, and a terminated run's tasks end cleanly instead of being kill
 
 from __future__ import annotations
 
+import collections
+import json
 import threading
 import time
+import uuid
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -20,26 +29,95 @@ from connectors.kafka.connection import group_committer
 
 BEAT_S = 0.2
 LAPSE_S = 1.0
+# How often a hosted stream's task reads whose the bridge is (a stop, or a newer run taking over, is seen this late).
+OWNER_LOOK_S = 1.0
 STOP_PREFIX = "stop:"
+
+Beat = tuple[int, str]  # (offset, metadata) as committed
 
 
 def lease_group(consumer_group: str) -> str:
     return f"{consumer_group}-stream-lease"
 
 
-class LeaseHolder:
-    """The run's side: beats until `stop()` (which beats "stop" once) or `close()`."""
+def host_lease_group(host: str) -> str:
+    return f"bridge-host-{host}-stream-lease"
 
-    def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str):
+
+@dataclass(frozen=True)
+class HostBeatRef:
+    """What a hosted stream's tasks watch: the host's lease group, and the id its run's beats carry."""
+
+    group: str
+    beat_id: str
+
+
+class HostBeat:
+    """A host run's beat for all its streams' leases (one per Kafka cluster): every `BEAT_S`, one commit of an
+    increasing number at each stream's lease partition, with the run's beat id as metadata."""
+
+    def __init__(self, client_config: dict, host: str):
+        self.ref = HostBeatRef(host_lease_group(host), uuid.uuid4().hex[:16])
+        self._consumer = group_committer(client_config, self.ref.group)
+        self._where: collections.Counter[tuple[str, int]] = collections.Counter()
+        self._beat = 0
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"host lease {self.ref.group}", daemon=True)
+        self._thread.start()
+
+    def add(self, where: tuple[str, int]) -> None:
+        with self._lock:
+            self._where[where] += 1
+        self.beat()  # the stream's tasks find the beat from their first moment
+
+    def remove(self, where: tuple[str, int]) -> None:
+        with self._lock:
+            self._where[where] -= 1
+            if self._where[where] <= 0:
+                del self._where[where]
+
+    def beat(self) -> None:
+        with self._lock:
+            if self._closed.is_set() or not self._where:
+                return
+            self._beat += 1
+            self._consumer.commit(offsets=[TopicPartition(t, p, self._beat, metadata=self.ref.beat_id)
+                                           for t, p in self._where], asynchronous=False)
+
+    def _run(self) -> None:
+        while not self._closed.wait(BEAT_S):
+            try:
+                self.beat()
+            except KafkaException:  # Kafka away for a moment: the tasks wait LAPSE_S before they give up
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+            self._consumer.close()
+
+
+class LeaseHolder:
+    """The run's side: beats until `stop()` (which beats "stop" once) or `close()`; a hosted stream's lease says
+    only whose the bridge is, its host beating for it."""
+
+    def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str,
+                 host: HostBeat | None = None):
         self._consumer = group_committer(client_config, lease_group(group))
         self._where = (partition.topic, partition.partition)
         self._stream_id = stream_id
+        self._host = host
         self._beat = 0
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self.beat()  # the tasks find their stream's id from the first moment
-        self._thread = threading.Thread(target=self._run, name=f"stream lease {stream_id}", daemon=True)
-        self._thread.start()
+        if host is not None:
+            host.add(self._where)
+        else:
+            threading.Thread(target=self._run, name=f"stream lease {stream_id}", daemon=True).start()
 
     def beat(self, metadata: str | None = None) -> None:
         with self._lock:
@@ -69,17 +147,23 @@ class LeaseHolder:
                 return
             self._closed.set()
             self._consumer.close()
+        if self._host is not None:
+            self._host.remove(self._where)
 
 
 class LeaseWatcher:
     """A task's side: `holds()` is False once the task must stop."""
 
-    def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str):
+    def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str,
+                 host: HostBeatRef | None = None):
         self._consumer = group_committer(client_config, lease_group(group))
         self._where = TopicPartition(partition.topic, partition.partition)
         self._stream_id = stream_id
-        self._seen: tuple[int, str] | None = None
+        self._host = host
+        self._host_beats = _HostBeatReader.of(client_config, host.group) if host is not None else None
+        self._seen: Beat | None = None
         self._seen_at = self._looked_at = time.monotonic()
+        self._owner_looked_at = float("-inf")
         self.why_not: str | None = None
 
     def holds(self) -> bool:
@@ -87,18 +171,86 @@ class LeaseWatcher:
         if self.why_not or now - self._looked_at < BEAT_S:
             return self.why_not is None
         self._looked_at = now
-        try:
-            [tp] = self._consumer.committed([self._where], timeout=LAPSE_S)
-            beat = (tp.offset, tp.metadata or "")
-        except KafkaException:
+        if self._host_beats is None:
+            beat = self._read_own()
+            self._judge_owner(beat)
+        else:
+            beat = self._host_beats.read((self._where.topic, self._where.partition))
+            if beat is not None and beat[1] != self._host.beat_id:
+                self.why_not = "a newer run of its host took over"
+            elif now - self._owner_looked_at >= OWNER_LOOK_S:
+                self._owner_looked_at = now
+                self._judge_owner(self._read_own())
+        if beat is None:
             beat = self._seen  # Kafka away for a moment: only the lapse counts
         if beat != self._seen:
             self._seen, self._seen_at = beat, now
-        if beat is not None and beat[1] != self._stream_id:
-            self.why_not = "the run stopped it" if beat[1] == STOP_PREFIX + self._stream_id else "a newer run took over"
-        elif now - self._seen_at > LAPSE_S:
-            self.why_not = f"the run has not renewed its lease for {now - self._seen_at:.1f} s"
+        if self.why_not is None and now - self._seen_at > LAPSE_S:
+            if self._host_beats is not None:
+                self._judge_owner(self._read_own())  # a stop is told apart from a run gone
+            self.why_not = self.why_not or f"the run has not renewed its lease for {now - self._seen_at:.1f} s"
         return self.why_not is None
 
+    def _read_own(self) -> Beat | None:
+        try:
+            [tp] = self._consumer.committed([self._where], timeout=LAPSE_S)
+            return tp.offset, tp.metadata or ""
+        except KafkaException:
+            return None
+
+    def _judge_owner(self, beat: Beat | None) -> None:
+        if beat is not None and beat[1] != self._stream_id:
+            self.why_not = "the run stopped it" if beat[1] == STOP_PREFIX + self._stream_id else "a newer run took over"
+
     def close(self) -> None:
+        self._consumer.close()
+        if self._host_beats is not None:
+            self._host_beats.release()
+
+
+class _HostBeatReader:
+    """The host's beats as a process's tasks read them: one read of every partition asked for, shared by all the
+    host's slots running in the process (a shared task runs many), at most every `BEAT_S` / 2."""
+
+    _each: dict[tuple[str, str], _HostBeatReader] = {}
+    _each_lock = threading.Lock()
+
+    def __init__(self, client_config: dict, group: str, key: tuple[str, str]):
+        self._consumer = group_committer(client_config, group)
+        self._key = key
+        self._users = 0
+        self._asked: set[tuple[str, int]] = set()
+        self._beats: dict[tuple[str, int], Beat] = {}
+        self._read_at = float("-inf")
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, client_config: dict, group: str) -> _HostBeatReader:
+        key = (json.dumps(client_config, sort_keys=True, default=str), group)
+        with cls._each_lock:
+            reader = cls._each.get(key) or cls._each.setdefault(key, cls(client_config, group, key))
+            reader._users += 1
+            return reader
+
+    def read(self, where: tuple[str, int]) -> Beat | None:
+        """The host's last beat at `where`; None if Kafka could not be read now."""
+        with self._lock:
+            now = time.monotonic()
+            if where not in self._asked or now - self._read_at >= BEAT_S / 2:
+                self._asked.add(where)
+                try:
+                    read = self._consumer.committed([TopicPartition(t, p) for t, p in self._asked], timeout=LAPSE_S)
+                except KafkaException:
+                    return None
+                # a partition without a beat yet (offset -1001) is one not seen: only the lapse counts
+                self._beats = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in read if tp.offset >= 0}
+                self._read_at = now
+            return self._beats.get(where)
+
+    def release(self) -> None:
+        with self._each_lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            del self._each[self._key]
         self._consumer.close()

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.kafka.connection import group_committer
+from connectors.kafka.stream_lease import HostBeatRef
 from connectors.kafka.stream_task import StreamCommitRefused, commit_may_retry
 
 
@@ -29,6 +30,7 @@ class ReportingTaskSettings:
     where: tuple[str, int]  # the Kafka partition the lease and the reports are committed at
     report_every_s: float
     deadline: float  # time.time() at which the task ends on its own
+    host_lease: HostBeatRef | None = None  # in a host's run: its beat, which keeps the lease (stream_lease.py)
 
 
 def report_group(consumer_group: str, slot: int) -> str:

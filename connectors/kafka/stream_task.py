@@ -26,13 +26,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from connectors.kafka.connection import client_logger
 from connectors.kafka.range_reader import ReaderSettings, arrow_batch
 from connectors.kafka.sink_tally import COUNTERS
-from connectors.kafka.stream_lease import LeaseWatcher
+from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
 from connectors.kafka.spark_read import Deliver
 from connectors.outage import KAFKA_UNREACHABLE_CODES
 
-# With nothing arriving, a consume call waits this long before the task looks at its commits again: an idle
-# stream commits what it delivered last within this long (a wake-up costs microseconds).
-_IDLE_WAIT_S = 0.1
+# With nothing arriving, a consume call waits this long before the task looks at its commits and lease again: an
+# idle stream commits what it delivered last within this long. The lease is read no more often anyway
+# (stream_lease.BEAT_S), and thirty idle slots of a shared task each waking ten times a second add up.
+_IDLE_WAIT_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class StreamSettings:
     round_records: int = 10_000
     commit_every_s: float = 1.0  # while records keep coming; a round that catches up commits at once
     deadline: float = field(default=float("inf"))  # time.time() at which the task ends on its own
+    host_lease: HostBeatRef | None = None  # in a host's run: its beat, which keeps the lease (stream_lease.py)
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,8 @@ class _Stream:
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.positions.items()])
         in_flight: tuple[Future, dict] | None = None
         lease = LeaseWatcher(self.settings.reader.client_config, self.settings.group,
-                             TopicPartition(*self.settings.lease_partition), self.settings.stream_id)
+                             TopicPartition(*self.settings.lease_partition), self.settings.stream_id,
+                             self.settings.host_lease)
         with ThreadPoolExecutor(1, thread_name_prefix="deliver") as delivering:
             try:
                 while time.time() < self.settings.deadline:

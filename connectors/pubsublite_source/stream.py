@@ -69,7 +69,7 @@ class LiteSourceStream(LeasedJob):
                               self._kafka_partition_count)
         settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                       report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
-                                      deadline=self.deadline)
+                                      deadline=self.deadline, host_lease=self.host_lease)
         self._launch(functools.partial(stream_lite_partitions, settings, assignments), self._slots,
                      TopicPartition(*self._where))
 

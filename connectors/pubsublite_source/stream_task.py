@@ -48,7 +48,7 @@ class _LiteStream:
     def run(self) -> None:
         settings = self.settings
         lease = LeaseWatcher(settings.task.kafka_client_config, settings.consumer_group,
-                             TopicPartition(*settings.where), settings.stream_id)
+                             TopicPartition(*settings.where), settings.stream_id, settings.host_lease)
         try:
             asyncio.run(self._stream(lease))
         finally:
