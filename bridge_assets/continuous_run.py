@@ -59,7 +59,8 @@ class _Retry:
 def _moving_settings(bridge: Bridge) -> Bridge:
     """A micro-batch that pulls for longer than a commit interval would hold back the commits."""
     return dataclasses.replace(bridge, batch=bridge.batch.model_copy(
-        update={"max_seconds": bridge.batch.max_seconds or bridge.continuous.commit_interval_ms / 1000}))
+        update={"max_seconds": bridge.batch.max_seconds or bridge.continuous.commit_interval_ms / 1000,
+                "progress_interval_ms": bridge.continuous.commit_interval_ms}))
 
 
 class ContinuousRun:

@@ -32,6 +32,9 @@ class BatchSettings(BaseModel):
     # Cloud Pub/Sub source: a micro-batch stops pulling after this long, even while messages keep coming
     # (default: only at max_records or an empty pull). Continuous mode sets it to the commit interval.
     max_seconds: float | None = Field(None, gt=0, le=86_400)
+    # A Kafka sink's batch commits what the target acknowledged to the bridge's Kafka group this often as it goes:
+    # a run killed mid-batch is followed by one that starts there (continuous mode sets it to the commit interval).
+    progress_interval_ms: int = Field(5_000, ge=100, le=3_600_000)
 
 
 class SensorSettings(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
@@ -10,7 +11,8 @@ from connectors.bridge import BatchSettings
 from connectors.config.common import KafkaTopicsKeys
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
-from connectors.kafka.spark_read import Deliver, deliver_offset_ranges
+from connectors.kafka.delivered import past_delivered
+from connectors.kafka.spark_read import BatchProgress, Deliver, deliver_offset_ranges
 from connectors.outage import kafka_outages_named
 
 
@@ -50,6 +52,8 @@ def run_kafka_sink_batch(
     bootstrap = kafka.connection.bootstrap_servers
     with kafka_outages_named(bootstrap, f"planning the batch of {config.topics or config.topics_regex}"):
         partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
+        # An earlier batch's part delivered but not recorded (its run was killed) is not sent again.
+        recorded = past_delivered(kafka, consumer_group, partitions, recorded)
         plan = kafka.plan_batch(partitions, recorded, batch.max_records, batch.initial_offsets, consumer_group,
                                 config.isolation_level)
     result = SinkBatchResult(plan=plan, duration_s=0.0)
@@ -57,7 +61,9 @@ def run_kafka_sink_batch(
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
             rows = deliver_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
                                          deliver, SUMMARY_SCHEMA, config.reads_kafka_headers,
-                                         config.isolation_level)
+                                         config.isolation_level,
+                                         BatchProgress(consumer_group, uuid.uuid4().hex[:16],
+                                                       batch.progress_interval_ms / 1000))
         for row in rows:
             counts = result.per_partition.setdefault(f"{row['topic']}-{row['partition']}", dict.fromkeys(COUNTERS, 0))
             for name in COUNTERS:

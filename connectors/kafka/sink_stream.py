@@ -21,7 +21,8 @@ from connectors.kafka.range_reader import ReaderSettings
 from connectors.kafka.sink_batch import SinkBatchResult
 from connectors.kafka.sink_tally import COUNTERS
 from connectors.kafka.spark_read import Deliver
-from connectors.kafka.stream_task import StreamCommit, StreamSettings, stream_partitions
+from connectors.kafka.delivered import DeliveredCommit, past_delivered
+from connectors.kafka.stream_task import StreamSettings, stream_partitions
 from connectors.outage import kafka_outages_named
 
 if TYPE_CHECKING:
@@ -54,13 +55,8 @@ class KafkaSinkStream(LeasedJob):
             # retention deleted before the bridge got to it.
             plan = kafka.plan_batch(self._partitions, self._position, 0, self._bridge.batch.initial_offsets,
                                     self._bridge.consumer_group, config.isolation_level)
-            self._position = {t: dict(ps) for t, ps in plan.next_offsets.items()}
-            # A stream's commit past the recorded position was acknowledged by the target (a run killed before it
-            # could record it): starting there re-sends at most what its last round had in flight.
-            for (topic, partition), (offset, metadata) in kafka.commits(self._bridge.consumer_group,
-                                                                        self._partitions).items():
-                if StreamCommit.from_metadata(metadata) is not None and offset > self._position[topic][partition]:
-                    self._position[topic][partition] = offset
+            # A commit past the recorded position was delivered by a run killed before it could record it.
+            self._position = past_delivered(kafka, self._bridge.consumer_group, self._partitions, plan.next_offsets)
         self._skipped_unreported.update(plan.skipped_by_retention)
         self._seen = {}
         starts = sorted((t, p, o) for t, ps in self._position.items() for p, o in ps.items())
@@ -110,8 +106,8 @@ class KafkaSinkStream(LeasedJob):
         """Adds the stream's commits since the last look to `result` and moves the position up to them."""
         for (topic, partition), (offset, metadata) in self._kafka.commits(self._bridge.consumer_group,
                                                                           self._partitions).items():
-            commit = StreamCommit.from_metadata(metadata)
-            if commit is None or commit.stream_id != self.stream_id:
+            commit = DeliveredCommit.from_metadata(metadata)
+            if commit is None or commit.writer_id != self.stream_id:
                 continue  # not this stream's: an earlier run's, or Kafka Connect's own
             if offset > self._position[topic][partition]:
                 self._position[topic][partition] = offset

@@ -4,20 +4,36 @@ in the Python worker (range_reader.py) and handing the records straight to the c
 from __future__ import annotations
 
 import functools
+import time
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import pyarrow as pa
+from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql import Row, SparkSession
 
 from connectors.kafka.admin import PartitionRange
-from connectors.kafka.connection import KafkaConnection
+from connectors.kafka.connection import KafkaConnection, group_committer
+from connectors.kafka.delivered import DeliveredCommit
 from connectors.kafka.range_reader import ReaderSettings, read_ranges
+from connectors.kafka.sink_tally import COUNTERS
 
-__all__ = ["Deliver", "deliver_offset_ranges"]
+__all__ = ["BatchProgress", "Deliver", "deliver_offset_ranges"]
 
 # Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and yields its summary rows, only once
 # the destination has acknowledged every record it was handed.
 Deliver = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """A batch's tasks hand their records to the delivery a part at a time (`every_s` of reading each) and commit
+    where each acknowledged part ends to the bridge's Kafka group, as the always-on streams do (stream_task.py):
+    a run killed mid-batch is followed by one that starts there, instead of at the batch's start."""
+
+    group: str
+    batch_id: str
+    every_s: float
 
 
 def deliver_offset_ranges(
@@ -29,19 +45,71 @@ def deliver_offset_ranges(
     summary_schema: str,
     include_headers: bool = True,
     isolation_level: str = "read_uncommitted",
+    progress: BatchProgress | None = None,
 ) -> list[Row]:
     """Run `deliver` over the records of every [start, end) range, one Spark task per range, and collect the
     summary rows (`summary_schema`, a Spark DDL string). A broker silent for `timeout_s` fails the task with
-    one line naming the partition and offset. Without `include_headers` the records have no headers column."""
+    one line naming the partition and offset. Without `include_headers` the records have no headers column.
+    With `progress`, each task commits what was acknowledged as it goes (the summary must carry the sink's
+    counters, sink_tally.SUMMARY_SCHEMA)."""
     settings = ReaderSettings({**connection.librdkafka_config(), "isolation.level": isolation_level},
                               connection.bootstrap_servers, timeout_s, include_headers)
     tasks = spark.range(0, len(ranges), 1, len(ranges))
-    return tasks.mapInArrow(functools.partial(_read_and_deliver, settings, list(ranges), deliver),
+    return tasks.mapInArrow(functools.partial(_read_and_deliver, settings, list(ranges), deliver, progress),
                             summary_schema).collect()
 
 
 def _read_and_deliver(settings: ReaderSettings, ranges: list[PartitionRange], deliver: Deliver,
-                      task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                      progress: BatchProgress | None, task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     mine = [ranges[i] for ids in task_ids for i in ids.column(0).to_pylist()]
-    if mine:
-        yield from deliver(read_ranges(settings, mine))
+    if not mine:
+        return
+    records = read_ranges(settings, mine)
+    if progress is None:
+        yield from deliver(records)
+        return
+    committer = group_committer(settings.client_config, progress.group)
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    try:
+        while True:
+            part = _Part(records, progress.every_s)
+            summaries = list(deliver(part))  # returns once the target acknowledged the whole part
+            for row in (r for batch in summaries for r in batch.to_pylist()):
+                totals = counts.setdefault((row["topic"], row["partition"]), dict.fromkeys(COUNTERS, 0))
+                for name in COUNTERS:
+                    totals[name] += row[name]
+            if part.ends:
+                try:
+                    committer.commit(offsets=[
+                        TopicPartition(t, p, end, metadata=DeliveredCommit(progress.batch_id, counts.get(
+                            (t, p), dict.fromkeys(COUNTERS, 0))).to_metadata())
+                        for (t, p), end in part.ends.items()], asynchronous=False)
+                except KafkaException:
+                    # Only a shortcut for the run after a kill (the run records its position at its end): a
+                    # refused commit (the coordinator moving, a member active in the group) must not fail the batch.
+                    pass
+            yield from summaries
+            if part.exhausted:
+                return
+    finally:
+        committer.close()
+
+
+class _Part:
+    """The records of `source` read within `seconds` (whole Arrow batches), and where they end per partition."""
+
+    def __init__(self, source: Iterator[pa.RecordBatch], seconds: float):
+        self._source, self._until = source, time.monotonic() + seconds
+        self.ends: dict[tuple[str, int], int] = {}
+        self.exhausted = False
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        while time.monotonic() < self._until or not self.ends:
+            batch = next(self._source, None)
+            if batch is None:
+                self.exhausted = True
+                return
+            if batch.num_rows:
+                topic, partition = batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
+                self.ends[(topic, partition)] = batch.column(2)[-1].as_py() + 1
+            yield batch

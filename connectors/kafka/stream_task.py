@@ -15,7 +15,6 @@ Commits go to the group Kafka Connect would use (`connect-<bridge>`), as a worke
 
 from __future__ import annotations
 
-import json
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.kafka.connection import client_logger
+from connectors.kafka.delivered import DeliveredCommit
 from connectors.kafka.range_reader import ReaderSettings, arrow_batch
 from connectors.kafka.sink_tally import COUNTERS
 from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
@@ -47,27 +47,6 @@ class StreamSettings:
     commit_every_s: float = 1.0  # while records keep coming; a round that catches up commits at once
     deadline: float = field(default=float("inf"))  # time.time() at which the task ends on its own
     host_lease: HostBeatRef | None = None  # in a host's run: its beat, which keeps the lease (stream_lease.py)
-
-
-@dataclass(frozen=True)
-class StreamCommit:
-    """One partition's position and counts as a stream commits them (Kafka offset commit metadata)."""
-
-    stream_id: str
-    counts: dict[str, int]
-
-    def to_metadata(self) -> str:
-        return json.dumps({"stream": self.stream_id, "counts": [self.counts.get(n, 0) for n in COUNTERS]},
-                          separators=(",", ":"))
-
-    @staticmethod
-    def from_metadata(text: str | None) -> StreamCommit | None:
-        """None for a commit that is not a stream's (Kafka Connect's own, a batch's, empty)."""
-        try:
-            value = json.loads(text or "")
-            return StreamCommit(value["stream"], dict(zip(COUNTERS, value["counts"])))
-        except (ValueError, KeyError, TypeError):
-            return None
 
 
 class StreamCommitRefused(RuntimeError):
@@ -104,9 +83,9 @@ class _Stream:
         """A task started again carries on from its stream's last commit, with the counts it had."""
         asked = [TopicPartition(t, p) for t, p in self.positions]
         for tp in self.consumer.committed(asked, timeout=30):
-            commit = StreamCommit.from_metadata(tp.metadata)
+            commit = DeliveredCommit.from_metadata(tp.metadata)
             key = (tp.topic, tp.partition)
-            if commit and commit.stream_id == self.settings.stream_id and tp.offset > self.positions[key]:
+            if commit and commit.writer_id == self.settings.stream_id and tp.offset > self.positions[key]:
                 self.positions[key] = tp.offset
                 self.counts[key] = commit.counts
 
@@ -181,7 +160,7 @@ class _Stream:
         self.positions.update(ends)
 
     def _commit(self) -> None:
-        offsets = [TopicPartition(t, p, o, metadata=StreamCommit(self.settings.stream_id, self.counts[(t, p)])
+        offsets = [TopicPartition(t, p, o, metadata=DeliveredCommit(self.settings.stream_id, self.counts[(t, p)])
                                   .to_metadata())
                    for (t, p), o in self.positions.items() if o != self.committed.get((t, p))]
         try:

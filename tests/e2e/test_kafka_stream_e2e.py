@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.admin import NewPartitions
 
 from bench.process_memory import children
-from connectors.kafka.stream_task import StreamCommit
+from connectors.kafka.delivered import DeliveredCommit
 from tests.e2e.test_continuous_e2e import CloudSink, recorded_position, start, wait_until
 from tests.e2e.helpers import cli_run, kafka_admin, produce_to_partition
 
@@ -92,7 +92,7 @@ def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_
     # The Kafka Connect group holds the same position, as a stream's commits (kafka-consumer-groups shows its lag).
     commits = kafka_admin().commits(f"connect-{case.name}", {case.topic: [0, 1, 2]})
     assert sum(offset for offset, _ in commits.values()) == case.head()
-    assert all(StreamCommit.from_metadata(metadata) is not None for _, metadata in commits.values())
+    assert all(DeliveredCommit.from_metadata(metadata) is not None for _, metadata in commits.values())
 
 
 def test_a_lite_source_stream_takes_a_new_lite_partition_and_survives_a_lost_task(stack, spark_remote, tmp_path,

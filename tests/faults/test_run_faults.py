@@ -29,14 +29,14 @@ SLOW = {"maxBufferSize": "1", "maxOutstandingMessages": "1"}
 
 
 def _bridge(tmp_path: Path, unique: str, records: int, keys: dict | None = None,
-            partitions: int = 2) -> tuple[str, str, set[str], str]:
+            partitions: int = 2, batch: dict | None = None) -> tuple[str, str, set[str], str]:
     topic, name = f"fault-{unique}", f"fault_{unique}"
     kafka_admin().create_topic(topic, partitions=partitions)
     subscription = create_pubsub_topic(topic)
     produced = {f"r{i}" for i in range(records)}
     produce(topic, [(None, value) for value in sorted(produced)])
-    batch = {"max_records": records}
-    return name, subscription, produced, sink_bridges_file(tmp_path, name, topic, keys, batch)
+    return name, subscription, produced, sink_bridges_file(tmp_path, name, topic, keys,
+                                                           {"max_records": records, **(batch or {})})
 
 
 def _wait_for(condition, timeout_s: float = 120, what: str = "condition") -> None:
@@ -152,6 +152,32 @@ def test_a_killed_run_stops_moving_data_and_the_next_run_fences_it(
     assert row.lost == 0
     # Every duplicate is a record the dead run published before it was interrupted, and nothing else.
     assert row.duplicated <= orphan_delivered
+
+
+def test_a_batch_killed_late_is_not_sent_again_from_its_start(stack, spark_remote, tmp_path, unique, fault_report):
+    """A batch's tasks commit each part the target acknowledged to the bridge's Kafka group as they go: the run
+    after a kill -9 starts there, so of what the dead run delivered only its last parts are sent again."""
+    name, subscription, produced, bridges = _bridge(tmp_path, unique, 30_000, SLOW,
+                                                    batch={"progress_interval_ms": 500})
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    arrived = Subscription(subscription)
+
+    def far_enough() -> bool:
+        arrived.pull_some()
+        return len(arrived.received) >= 4_000
+
+    kill_run_midway(command, env, started=far_enough)
+    killed_at, before_kill = time.monotonic(), len(arrived.received)
+    _settled_after_kill(arrived)
+    again = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    recovered_s = time.monotonic() - killed_at
+    arrived.drain()
+    row = fault_report.count("run process group killed -9 late in a batch, parts of 0.5 s (warm engine)",
+                             "CloudPubSubSink", produced, arrived.received, recovered_s)
+    assert row.lost == 0
+    # Sent again from the batch's start, every record that arrived before the kill would be a duplicate.
+    assert row.duplicated < before_kill / 2, (row.duplicated, before_kill)
 
 
 def test_a_kafka_broker_restarted_mid_batch_loses_nothing_and_sends_nothing_twice(

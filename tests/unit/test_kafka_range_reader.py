@@ -48,13 +48,28 @@ def test_without_headers_the_column_is_left_out():
 
 def test_a_stream_commit_carries_its_stream_and_counts_in_the_commit_metadata():
     from connectors.kafka.sink_tally import COUNTERS
-    from connectors.kafka.stream_task import StreamCommit
+    from connectors.kafka.delivered import DeliveredCommit
 
-    commit = StreamCommit("abc123", {"records": 7, "published": 5, "skipped": 2})
+    commit = DeliveredCommit("abc123", {"records": 7, "published": 5, "skipped": 2})
     text = commit.to_metadata()
     assert len(text) < 200  # Kafka keeps 4096 bytes of commit metadata by default
-    back = StreamCommit.from_metadata(text)
-    assert back.stream_id == "abc123" and back.counts == {name: commit.counts.get(name, 0) for name in COUNTERS}
+    back = DeliveredCommit.from_metadata(text)
+    assert back.writer_id == "abc123" and back.counts == {name: commit.counts.get(name, 0) for name in COUNTERS}
     # Kafka Connect's own commits (empty metadata) and anything else are not a stream's
-    assert StreamCommit.from_metadata("") is None and StreamCommit.from_metadata(None) is None
-    assert StreamCommit.from_metadata('{"other": 1}') is None
+    assert DeliveredCommit.from_metadata("") is None and DeliveredCommit.from_metadata(None) is None
+    assert DeliveredCommit.from_metadata('{"other": 1}') is None
+
+
+def test_a_batch_is_delivered_in_parts_each_knowing_where_it_ends_per_partition():
+    from connectors.kafka.spark_read import _Part
+
+    batches = [arrow_batch("t", 0, MESSAGES[:1], False), arrow_batch("t", 1, MESSAGES[1:2], False),
+               arrow_batch("t", 0, MESSAGES[2:], False)]
+    source = iter(batches)
+    # a part of no time still takes one batch (a part always moves something), and no more
+    first = _Part(source, 0)
+    assert [b.num_rows for b in first] == [1] and first.ends == {("t", 0): 8} and not first.exhausted
+    rest = _Part(source, 60)
+    assert len(list(rest)) == 2 and rest.ends == {("t", 1): 10, ("t", 0): 11} and rest.exhausted
+    last = _Part(source, 60)
+    assert list(last) == [] and last.ends == {} and last.exhausted
