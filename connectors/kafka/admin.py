@@ -81,8 +81,10 @@ class KafkaAdmin:
     def __init__(self, connection: KafkaConnection):
         self.connection = connection
         self._authentication_error: str | None = None
+        # Asking one topic's metadata must not create it on a broker with auto.create.topics.enable (librdkafka's
+        # admin client is a producer underneath, and producers ask for that by default).
         self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3, "logger": client_logger(),
-                                   "error_cb": self._on_error})
+                                   "error_cb": self._on_error, "allow.auto.create.topics": False})
         self._committers: dict[str, Consumer] = {}  # by group: commits() reads through them
         self._committers_lock = threading.Lock()
 

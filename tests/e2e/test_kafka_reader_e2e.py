@@ -158,3 +158,12 @@ def test_a_broker_that_takes_sasl_plain(stack, spark, tmp_path, unique):
     resources = {**default_resources(), "kafka": KafkaResource(**sasl, sasl_password=password)}
     _materialize_until_caught_up(defs, name, DagsterInstance.ephemeral(), resources)
     assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"s{i}" for i in range(1_000))
+
+
+def test_asking_a_missing_topics_partitions_does_not_create_it(stack, unique):
+    """The broker creates topics on request (auto.create.topics.enable, Kafka's default); a bridge or a test asking
+    one topic's partitions before it exists must not create it with the broker's default partition count."""
+    admin, topic = kafka_admin(), f"missing-{unique}"
+    assert admin.partitions([topic]) == {}
+    time.sleep(1.0)  # an auto-creation would show in the cluster's metadata by now
+    assert topic not in admin.partitions(None, "missing-.*")
