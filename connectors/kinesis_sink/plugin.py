@@ -20,6 +20,14 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
                                                   bridge.batch, bridge.consumer_group))
 
 
+def _open_stream(systems: Systems, bridge: Bridge, position):
+    from connectors.kafka.sink_stream import open_kafka_sink_stream
+    from connectors.kinesis_sink.batch import deliver_to_kinesis
+
+    return open_kafka_sink_stream(systems, bridge, position,
+                                  deliver_to_kinesis(bridge.name, bridge.config, systems.kafka.admin()))
+
+
 def _stream(bridge: Bridge) -> tuple[Endpoint, ...]:
     cfg = bridge.config
     streams = sorted({cfg.stream_for(t) for t in cfg.topic_list()}) if is_routed(cfg.stream_name) else [cfg.stream_name]
@@ -41,4 +49,5 @@ CONNECTOR = ConnectorPlugin(
     reads=kafka_topics_read,
     writes=_stream,
     keys=SINK_KEYS,
+    open_stream=_open_stream,
 )

@@ -5,6 +5,7 @@ offsets only for delivered data."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -135,6 +136,22 @@ def kinesis_client(config: KinesisSinkConfig):
                         aws_access_key_id=config.aws_access_key_id, aws_secret_access_key=secret)
 
 
+_KEPT_LOCK = threading.Lock()
+_KEPT: dict[tuple, Any] = {}
+
+
+def kept_kinesis_client(config: KinesisSinkConfig):
+    """This process's client for the bridge's Kinesis endpoint and credentials, made on first use and kept: making
+    a boto3 client costs tens of milliseconds of CPU, and an always-on sink delivers a round every few tens of
+    milliseconds. boto3 clients are safe to share between threads."""
+    key = (config.region, config.endpoint, config.aws_access_key_id,
+           config.aws_secret_access_key.get_secret_value() if config.aws_secret_access_key else None)
+    with _KEPT_LOCK:
+        if key not in _KEPT:
+            _KEPT[key] = kinesis_client(config)
+        return _KEPT[key]
+
+
 def shard_hash_keys(client, stream: str) -> list[str]:
     """The starting hash key of each open shard, in order: a Kafka partition's explicit hash key."""
     keys, token = [], None
@@ -150,7 +167,7 @@ def shard_hash_keys(client, stream: str) -> list[str]:
 def put_arrow_batches(task: KinesisTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     cfg = task.config
     tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
-    client = kinesis_client(cfg)
+    client = kept_kinesis_client(cfg)
 
     def delivered(origin) -> None:
         slot, row = origin

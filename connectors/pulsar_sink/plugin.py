@@ -20,6 +20,17 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
                                                  bridge.batch, bridge.consumer_group))
 
 
+def _open_stream(systems: Systems, bridge: Bridge, position):
+    from connectors.kafka.sink_stream import open_kafka_sink_stream
+    from connectors.pulsar_sink.batch import deliver_to_pulsar
+
+    config = bridge.config
+    # A round waits for more records as long as the producer batches them (pulsar.batching.max.publish.delay.ms).
+    linger_s = config.batching_max_publish_delay_ms / 1000 if config.batching_enabled else 0.0
+    return open_kafka_sink_stream(systems, bridge, position,
+                                  deliver_to_pulsar(bridge.name, config, systems.kafka.admin()), linger_s)
+
+
 def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
     cfg = bridge.config
     topics = sorted({cfg.topic_for(t) for t in cfg.topic_list()}) if is_routed(cfg.topic) else [cfg.topic]
@@ -41,4 +52,5 @@ CONNECTOR = ConnectorPlugin(
     reads=kafka_topics_read,
     writes=_writes,
     keys=SINK_KEYS,
+    open_stream=_open_stream,
 )

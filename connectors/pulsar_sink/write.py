@@ -39,21 +39,59 @@ def pulsar_client(config: PulsarSinkConfig):
                          operation_timeout_seconds=max(1, config.send_timeout_ms // 1000), logger=logger)
 
 
+class _KeptClient:
+    """A process's Pulsar client for one service and its producers, one per target topic and producer settings."""
+
+    def __init__(self, config: PulsarSinkConfig):
+        self.client, self._producers, self._lock = pulsar_client(config), {}, threading.Lock()
+
+    def producer(self, topic: str, cfg: PulsarSinkConfig):
+        settings = (topic, cfg.send_timeout_ms, cfg.batching_enabled, cfg.batching_max_messages,
+                    cfg.batching_max_publish_delay_ms)
+        with self._lock:
+            if settings not in self._producers:
+                self._producers[settings] = self.client.create_producer(
+                    topic, send_timeout_millis=cfg.send_timeout_ms, batching_enabled=cfg.batching_enabled,
+                    batching_max_messages=cfg.batching_max_messages,
+                    batching_max_publish_delay_ms=cfg.batching_max_publish_delay_ms, block_if_queue_full=True)
+            return self._producers[settings]
+
+
+_KEPT_LOCK = threading.Lock()
+_KEPT: dict[tuple, _KeptClient] = {}
+
+
+def kept_pulsar_client(config: PulsarSinkConfig) -> _KeptClient:
+    """This process's client for the bridge's Pulsar service, made on first use and kept: an always-on sink
+    delivers a round of records every few tens of milliseconds, and a client per round would cost a connection
+    and a producer handshake with the broker every time. Forgotten (and closed) after a failed round."""
+    key = (config.service_url, config.auth_token.get_secret_value() if config.auth_token else None,
+           config.send_timeout_ms)
+    with _KEPT_LOCK:
+        if key not in _KEPT:
+            _KEPT[key] = _KeptClient(config)
+        return _KEPT[key]
+
+
+def _forget(kept: _KeptClient) -> None:
+    with _KEPT_LOCK:
+        for key in [k for k, v in _KEPT.items() if v is kept]:
+            del _KEPT[key]
+    kept.client.close()
+
+
 def send_arrow_batches(task: PulsarTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     import pulsar
 
     cfg = task.config
     tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
-    client = pulsar_client(cfg)
-    producers: dict[str, object] = {}
+    kept = kept_pulsar_client(cfg)
+    producers: dict[str, object] = {}  # the ones this call sent through, flushed at its end
     lock, refused, failed = threading.Lock(), [], []  # callbacks come from the client's own threads
 
     def producer_for(topic: str):
         if topic not in producers:
-            producers[topic] = client.create_producer(
-                topic, send_timeout_millis=cfg.send_timeout_ms, batching_enabled=cfg.batching_enabled,
-                batching_max_messages=cfg.batching_max_messages,
-                batching_max_publish_delay_ms=cfg.batching_max_publish_delay_ms, block_if_queue_full=True)
+            producers[topic] = kept.producer(topic, cfg)
         return producers[topic]
 
     def callback(slot: TalliedBatch, row: int):
@@ -88,11 +126,14 @@ def send_arrow_batches(task: PulsarTask, batches: Iterator[pa.RecordBatch]) -> I
         for producer in producers.values():
             producer.flush()
     except pulsar.Timeout:
+        _forget(kept)
         raise Unreachable(f"Pulsar at {cfg.service_url} did not answer within {cfg.send_timeout_ms / 1000:.0f} s; "
                           "the run recorded nothing") from None
-    finally:
-        client.close()
+    except BaseException:
+        _forget(kept)
+        raise
     if failed:
+        _forget(kept)
         slot, row, result = failed[0]
         if result == pulsar.Result.Timeout:
             raise Unreachable(f"Pulsar at {cfg.service_url} did not acknowledge {len(failed)} messages within "

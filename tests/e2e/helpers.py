@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
+import boto3
 import yaml
 
 from confluent_kafka import Producer
@@ -190,3 +191,32 @@ class DagsterDev:
                               text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         return done.stdout if stdout_only else done.stdout + done.stderr  # --json goes to stdout alone
+
+
+def kinesis_client():
+    return boto3.client("kinesis", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+
+
+def create_kinesis_stream(name: str, shards: int) -> None:
+    client = kinesis_client()
+    client.create_stream(StreamName=name, ShardCount=shards)
+    deadline = time.monotonic() + 30
+    while client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
+        assert time.monotonic() < deadline, f"stream {name} never became ACTIVE"
+        time.sleep(0.2)
+
+
+def kinesis_records_by_shard(stream: str) -> dict[str, list[dict]]:
+    client, found = kinesis_client(), {}
+    for shard in client.list_shards(StreamName=stream)["Shards"]:
+        iterator = client.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
+                                             ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        records = []
+        while True:
+            page = client.get_records(ShardIterator=iterator, Limit=10_000)
+            records += page["Records"]
+            if not page["Records"] or page.get("MillisBehindLatest", 0) == 0 and not page.get("NextShardIterator"):
+                break
+            iterator = page["NextShardIterator"]
+        found[shard["ShardId"]] = records
+    return found

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import signal
 import subprocess
@@ -19,13 +20,16 @@ import time
 from pathlib import Path
 
 import boto3
+import pulsar
 import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance
 from google.cloud import pubsub_v1
 
 from connectors.s3_block_gzip_sink.reader import read_from_offset
-from tests.e2e.helpers import PROJECT, cli_run, create_pubsub_topic, kafka_admin, produce
+from tests.e2e.helpers import (
+    PROJECT, cli_run, create_kinesis_stream, create_pubsub_topic, kafka_admin, kinesis_records_by_shard, produce,
+)
 from tests.e2e.lite_helpers import LOCATION, create_lite_topic, publish_lite, read_whole_lite_topic
 from tests.e2e.test_pubsublite_source_e2e import read_kafka
 
@@ -136,6 +140,47 @@ class Archive(KafkaSourced):
                 for _, line in read_from_offset(self.s3, self.bucket, "c", self.topic, p, 0)]
 
 
+class KinesisSink(KafkaSourced):
+    connector = "KinesisSinkConnector"
+
+    def __init__(self, unique, tmp_path):
+        super().__init__(unique, tmp_path)
+        create_kinesis_stream(self.topic, 1)
+
+    def config(self):
+        return {"topics": self.topic, "kinesis.stream.name": self.topic}
+
+    def arrived(self):
+        return [r["Data"].decode() for records in kinesis_records_by_shard(self.topic).values() for r in records]
+
+
+class PulsarSink(KafkaSourced):
+    connector = "PulsarSinkConnector"
+
+    def __init__(self, unique, tmp_path):
+        super().__init__(unique, tmp_path)
+        self.client = pulsar.Client(os.environ["PULSAR_SERVICE_URL"], logger=_quiet_pulsar_log())
+        self.consumer = self.client.subscribe(f"persistent://public/default/{self.topic}", "check",
+                                              initial_position=pulsar.InitialPosition.Earliest)
+        self.received: list[str] = []
+
+    def config(self):
+        return {"topics": self.topic, "pulsar.service.url": os.environ["PULSAR_SERVICE_URL"]}
+
+    def arrived(self):
+        try:
+            while True:
+                self.received.append(self.consumer.receive(timeout_millis=100).data().decode())
+        except pulsar.Timeout:
+            return self.received
+
+
+def _quiet_pulsar_log():
+    logger = logging.getLogger("test-pulsar")
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
 class CloudSource(Case):
     connector = "CloudPubSubSourceConnector"
 
@@ -213,7 +258,7 @@ def start(command, env, log: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-@pytest.mark.parametrize("case_type", [CloudSink, LiteSink, Archive, CloudSource, LiteSource])
+@pytest.mark.parametrize("case_type", [CloudSink, LiteSink, KinesisSink, PulsarSink, Archive, CloudSource, LiteSource])
 def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spark_remote, tmp_path, unique, case_type):
     case = case_type(unique, tmp_path)
     command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import time
 
-import boto3
 import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -13,38 +11,11 @@ from dagster import DagsterInstance, materialize
 
 from bridge_assets.definitions import build_definitions
 from resources import default_resources
-from tests.e2e.helpers import kafka_admin, materialize_bridge, produce
+from tests.e2e.helpers import (
+    create_kinesis_stream, kafka_admin, kinesis_records_by_shard, materialize_bridge, produce,
+)
 
 pytestmark = pytest.mark.e2e
-
-
-def _kinesis():
-    return boto3.client("kinesis", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
-
-
-def _create_stream(name: str, shards: int) -> None:
-    client = _kinesis()
-    client.create_stream(StreamName=name, ShardCount=shards)
-    deadline = time.monotonic() + 30
-    while client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
-        assert time.monotonic() < deadline, f"stream {name} never became ACTIVE"
-        time.sleep(0.2)
-
-
-def _records_by_shard(stream: str) -> dict[str, list[dict]]:
-    client, found = _kinesis(), {}
-    for shard in client.list_shards(StreamName=stream)["Shards"]:
-        iterator = client.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
-                                             ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-        records = []
-        while True:
-            page = client.get_records(ShardIterator=iterator, Limit=10_000)
-            records += page["Records"]
-            if not page["Records"] or page.get("MillisBehindLatest", 0) == 0 and not page.get("NextShardIterator"):
-                break
-            iterator = page["NextShardIterator"]
-        found[shard["ShardId"]] = records
-    return found
 
 
 def _bridges(tmp_path, name: str, topic: str, stream: str, keys: dict | None = None) -> str:
@@ -57,12 +28,12 @@ def _bridges(tmp_path, name: str, topic: str, stream: str, keys: dict | None = N
 def test_records_arrive_keyed_and_the_next_batch_moves_only_new_ones(stack, spark, tmp_path, unique):
     topic, stream, name = f"kin-{unique}", f"kin-{unique}", f"kin_{unique}"
     kafka_admin().create_topic(topic, partitions=2)
-    _create_stream(stream, shards=2)
+    create_kinesis_stream(stream, shards=2)
     produce(topic, [(f"key-{i % 7}", f"value-{i}") for i in range(300)] + [(None, "no key")])
     defs, instance = build_definitions(_bridges(tmp_path, name, topic, stream)), DagsterInstance.ephemeral()
 
     metadata = materialize_bridge(defs, name, instance)
-    records = [r for shard in _records_by_shard(stream).values() for r in shard]
+    records = [r for shard in kinesis_records_by_shard(stream).values() for r in shard]
     assert metadata["records_published"].value == 301 and len(records) == 301
     assert {(r["PartitionKey"], r["Data"]) for r in records} >= {(f"key-{i % 7}", f"value-{i}".encode())
                                                                   for i in range(300)}
@@ -70,26 +41,26 @@ def test_records_arrive_keyed_and_the_next_batch_moves_only_new_ones(stack, spar
     assert unkeyed["PartitionKey"] in ("0", "1")  # a null key: the Kafka partition number
     # A key's records share a shard (Kinesis hashes the partition key).
     shards_of = {}
-    for shard, shard_records in _records_by_shard(stream).items():
+    for shard, shard_records in kinesis_records_by_shard(stream).items():
         for r in shard_records:
             shards_of.setdefault(r["PartitionKey"], set()).add(shard)
     assert all(len(shards) == 1 for shards in shards_of.values())
 
     produce(topic, [("late", "value-late")])
     assert materialize_bridge(defs, name, instance)["records_published"].value == 1
-    assert sum(len(s) for s in _records_by_shard(stream).values()) == 302
+    assert sum(len(s) for s in kinesis_records_by_shard(stream).values()) == 302
 
 
 def test_partition_mode_puts_each_kafka_partition_into_one_shard(stack, spark, tmp_path, unique):
     topic, stream, name = f"kinp-{unique}", f"kinp-{unique}", f"kinp_{unique}"
     kafka_admin().create_topic(topic, partitions=4)
-    _create_stream(stream, shards=2)
+    create_kinesis_stream(stream, shards=2)
     produce(topic, [(f"k{i}", f"{i}") for i in range(200)])
     defs = build_definitions(_bridges(tmp_path, name, topic, stream, {"kinesis.partition.key": "partition"}))
 
     materialize_bridge(defs, name)
     shards_of: dict[str, set[str]] = {}
-    for shard, records in _records_by_shard(stream).items():
+    for shard, records in kinesis_records_by_shard(stream).items():
         for r in records:
             shards_of.setdefault(r["PartitionKey"], set()).add(shard)
     assert set(shards_of) == {"0", "1", "2", "3"} and all(len(s) == 1 for s in shards_of.values())
@@ -99,7 +70,7 @@ def test_partition_mode_puts_each_kafka_partition_into_one_shard(stack, spark, t
 def test_a_record_over_kinesis_limit_is_dead_lettered_and_the_rest_move(stack, spark, tmp_path, unique):
     topic, dlq, stream, name = f"kinbig-{unique}", f"kinbig-dlq-{unique}", f"kinbig-{unique}", f"kinbig_{unique}"
     kafka_admin().create_topic(topic, partitions=1, config={"max.message.bytes": str(3 * 1024 * 1024)})
-    _create_stream(stream, shards=1)
+    create_kinesis_stream(stream, shards=1)
     big = b"x" * (1024 * 1024 + 1)
     producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3,
                          "message.max.bytes": 4 * 1024 * 1024})
@@ -110,7 +81,7 @@ def test_a_record_over_kinesis_limit_is_dead_lettered_and_the_rest_move(stack, s
         "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}))
 
     metadata = materialize_bridge(defs, name)
-    assert sorted(r["Data"] for r in _records_by_shard(stream)[next(iter(_records_by_shard(stream)))]) == [
+    assert sorted(r["Data"] for r in kinesis_records_by_shard(stream)[next(iter(kinesis_records_by_shard(stream)))]) == [
         b"after", b"before"]
     assert metadata["records_dead_lettered"].value == 1
     consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": f"check-{unique}",
@@ -139,12 +110,12 @@ def test_topic_routing_sends_each_kafka_topic_to_its_own_stream(stack, spark, tm
     topics = [f"kinr-{unique}-{n}" for n in ("a", "b")]
     for topic in topics:
         kafka_admin().create_topic(topic, partitions=1)
-        _create_stream(f"s-{topic}", shards=1)
+        create_kinesis_stream(f"s-{topic}", shards=1)
         produce(topic, [(None, f"{topic}-{i}") for i in range(10)])
     name = f"kinr_{unique}"
     defs = build_definitions(_bridges(tmp_path, name, ",".join(topics), "s-${topic}"))
 
     assert materialize_bridge(defs, name)["records_published"].value == 20
     for topic in topics:
-        [records] = _records_by_shard(f"s-{topic}").values()
+        [records] = kinesis_records_by_shard(f"s-{topic}").values()
         assert sorted(r["Data"].decode() for r in records) == sorted(f"{topic}-{i}" for i in range(10))
