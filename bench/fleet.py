@@ -123,8 +123,8 @@ class Traffic:
         producer.flush(30)
 
 
-def publish_latencies(subscriptions: list[str], expected: int, timeout_s: float = 120) -> list[float]:
-    """Pub/Sub publish time - send time of every message in the subscriptions (pulled after the run)."""
+def publish_latencies(subscriptions: list[str], expected: int, timeout_s: float = 120) -> list[tuple[float, float]]:
+    """(send time, Pub/Sub publish time - send time) of every message in the subscriptions (pulled after the run)."""
     from google.cloud import pubsub_v1
 
     subscriber, latencies = pubsub_v1.SubscriberClient(), []
@@ -137,18 +137,28 @@ def publish_latencies(subscriptions: list[str], expected: int, timeout_s: float 
             subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
             for m in response.received_messages:
                 try:
-                    latencies.append(m.message.publish_time.timestamp() - float(m.message.data.decode()))
+                    sent_at = float(m.message.data.decode())
                 except ValueError:
                     continue  # a warm-up record
+                latencies.append((sent_at, m.message.publish_time.timestamp() - sent_at))
     if len(latencies) < expected:
         raise RuntimeError(f"only {len(latencies)} of {expected} records arrived")
     return latencies
 
 
-def _quantiles(latencies: list[float]) -> dict:
+def _quantiles(sent_and_latencies: list[tuple[float, float]]) -> dict:
+    """p50, p99 and max across the fleet, and the p99 of each 5 s of sending (a tail from one stall shows as one
+    bad window, a tail from a saturated worker as many)."""
+    latencies = [latency for _, latency in sent_and_latencies]
     cuts = statistics.quantiles(latencies, n=100)
+    first = min(sent for sent, _ in sent_and_latencies)
+    windows: dict[int, list[float]] = {}
+    for sent, latency in sent_and_latencies:
+        windows.setdefault(int((sent - first) // 5) * 5, []).append(latency)
     return {"records": len(latencies), "p50_s": round(cuts[49], 3), "p99_s": round(cuts[98], 3),
-            "max_s": round(max(latencies), 3)}
+            "max_s": round(max(latencies), 3), "over_1s": sum(latency > 1 for latency in latencies),
+            "p99_by_5s_of_sending": {start: round(statistics.quantiles(ws, n=100)[98], 3) if len(ws) > 1 else ws[0]
+                                     for start, ws in sorted(windows.items())}}
 
 
 def _free_port() -> int:

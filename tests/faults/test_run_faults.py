@@ -164,11 +164,11 @@ def test_a_batch_killed_late_is_not_sent_again_from_its_start(stack, spark_remot
 
     def far_enough() -> bool:
         arrived.pull_some()
-        return len(arrived.received) >= 4_000
+        return len(arrived.received) >= 10_000
 
     kill_run_midway(command, env, started=far_enough)
     killed_at, before_kill = time.monotonic(), len(arrived.received)
-    _settled_after_kill(arrived)
+    late = _settled_after_kill(arrived)
     again = subprocess.run(command, env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-3000:]
     recovered_s = time.monotonic() - killed_at
@@ -176,8 +176,10 @@ def test_a_batch_killed_late_is_not_sent_again_from_its_start(stack, spark_remot
     row = fault_report.count("run process group killed -9 late in a batch, parts of 0.5 s (warm engine)",
                              "CloudPubSubSink", produced, arrived.received, recovered_s)
     assert row.lost == 0
-    # Sent again from the batch's start, every record that arrived before the kill would be a duplicate.
-    assert row.duplicated < before_kill / 2, (row.duplicated, before_kill)
+    # Sent again from the batch's start, every record that arrived before the kill would be a duplicate; sent
+    # from the last acknowledged parts, only those in flight are (about 1,500-2,300 measured: a part per task in
+    # flight at the kill, and the one the orphaned tasks were delivering when they stopped).
+    assert row.duplicated < before_kill / 2, (row.duplicated, before_kill, late)
 
 
 def test_a_kafka_broker_restarted_mid_batch_loses_nothing_and_sends_nothing_twice(
