@@ -1,12 +1,13 @@
 """Continuous mode, as users run it: one `dagster asset materialize` of a `mode: continuous` bridge on the
 warm engine, while a steady producer writes timestamped records (the value is the send time). Latency is
-send -> arrival: Pub/Sub pull time (Cloud sink), the Lite server's publish time (Lite sink), the S3 cursor
-object passing the record's offset (archive), the Kafka broker's LogAppendTime (both sources). Then the
-bridge idles: CPU of the run's process tree and of the engine's over 20 s, as % of one core.
+send -> arrival: Pub/Sub pull time (Cloud sink), the Lite server's publish time (Lite sink), moto's arrival
+timestamp (Kinesis sink), the Pulsar broker's publish time (Pulsar sink), the S3 cursor object passing the record's
+offset (archive), the Kafka broker's LogAppendTime (both sources). Then the bridge idles: CPU of the run's process
+tree and of the engine's over 20 s, as % of one core.
 
 The Java connector (seed defaults, tasks.max=2) runs the Cloud sink row's same harness beside it. Both Cloud sink
-rows and both source rows first move WARM_UP_RECORDS that are not measured: the fair reference is a warm worker,
-and ours is measured warm too.
+rows, the Kinesis and Pulsar rows and both source rows first move WARM_UP_RECORDS that are not measured: the fair
+reference is a warm worker, and ours is measured warm too.
 
     python -m bench.continuous [--seconds 120] [--rate 1000]   (a stack of its own, like python -m bench)
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -48,7 +50,7 @@ def continuous_run(entry: dict, remote: str) -> Iterator[subprocess.Popen]:
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
-            {**entry, "mode": "continuous", "continuous": CONTINUOUS}]}))
+            {**entry, "mode": "continuous", "continuous": {**CONTINUOUS, **entry.get("continuous", {})}}]}))
         home = work / "dagster_home"
         home.mkdir()
         shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
@@ -76,12 +78,14 @@ def continuous_run(entry: dict, remote: str) -> Iterator[subprocess.Popen]:
 
 
 def steady(send: Callable[[float], None], rate: float, seconds: float) -> int:
-    """Calls send(now) `rate` times a second for `seconds`, in small bursts; returns how many."""
-    sent, started = 0, time.time()
+    """Calls send(now) `rate` times a second for `seconds`, in small bursts; returns how many. Each `now` is
+    above the one before (records are told apart by it)."""
+    sent, started, stamp = 0, time.time(), 0.0
     while (now := time.time()) - started < seconds:
         due = int((now - started) * rate)
         while sent < due:
-            send(time.time())
+            stamp = max(time.time(), math.nextafter(stamp, math.inf))
+            send(stamp)
             sent += 1
         time.sleep(0.005)
     return sent
@@ -104,6 +108,14 @@ def produce_steady(topic: str, rate: float, seconds: float, on_delivery=None) ->
     sent = steady(send, rate, seconds)
     producer.flush(30)
     return sent
+
+
+def produce_warm_up(topic: str) -> None:
+    """WARM_UP_RECORDS (WARM_UP_VALUE, told apart from the measured ones) for a sink to move first."""
+    producer = kafka_producer()
+    for _ in range(WARM_UP_RECORDS):
+        producer.produce(topic, value=WARM_UP_VALUE)
+    producer.flush(30)
 
 
 def summary(latencies: list[float], sent: int) -> dict:
@@ -132,19 +144,33 @@ class PubSubArrivals(threading.Thread):
         super().__init__(daemon=True)
         from google.cloud import pubsub_v1
 
-        self.client, self.subscription, self.latencies = pubsub_v1.SubscriberClient(), subscription, []
+        self.client, self.subscription = pubsub_v1.SubscriberClient(), subscription
+        self.latencies: list[float] = []
+        self.values: list[bytes] = []  # what arrived, in order (the send times, as sent)
+        self.errors: list[str] = []  # pulls and acks that failed (and were tried again)
         self.halt = threading.Event()
 
     def run(self) -> None:
+        from google.api_core.exceptions import GoogleAPICallError
+
         while not self.halt.is_set():
-            response = self.client.pull(subscription=self.subscription, max_messages=1000, return_immediately=True)
-            now = time.time()
+            try:
+                response = self.client.pull(subscription=self.subscription, max_messages=1000,
+                                            return_immediately=True, timeout=30)
+                now = time.time()
+                if response.received_messages:
+                    self.client.acknowledge(subscription=self.subscription,
+                                            ack_ids=[m.ack_id for m in response.received_messages], timeout=30)
+            except GoogleAPICallError as exc:  # an emulator swamped for a moment: the measurement goes on
+                self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                self.halt.wait(0.1)
+                continue
             if not response.received_messages:
                 self.halt.wait(0.02)
                 continue
-            self.client.acknowledge(subscription=self.subscription,
-                                    ack_ids=[m.ack_id for m in response.received_messages])
-            self.latencies += [now - float(m.message.data.decode()) for m in response.received_messages]
+            values = [m.message.data for m in response.received_messages]
+            self.latencies += [now - float(v.decode()) for v in values]
+            self.values += values
 
     def warm_up(self, topic: str, timeout_s: float = 120) -> None:
         """WARM_UP_RECORDS through the bridge before the measured ones, then forgotten: ours and Java's are both
@@ -157,6 +183,7 @@ class PubSubArrivals(threading.Thread):
             time.sleep(0.1)
         time.sleep(0.5)
         self.latencies.clear()
+        self.values.clear()
 
     def wait_for(self, count: int, timeout_s: float = 120) -> None:
         deadline = time.monotonic() + timeout_s
@@ -215,13 +242,12 @@ def cloud_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dic
         return summary(arrivals.latencies, sent) | idle_cpu(run.pid, engine_pid)
 
 
-def java_cloud_sink(rate: float, seconds: float) -> dict:
-    """The same harness against the Java connector (seed defaults, tasks.max=2) in a Connect worker."""
+@contextmanager
+def java_cloud_sink_worker(topic: str) -> Iterator[subprocess.Popen]:
+    """The Java connector (seed defaults, tasks.max=2) in a Connect worker, sinking `topic` to the Pub/Sub topic of
+    the same name, once its partitions are assigned; stopped when the block ends."""
     from bench.java_reference import java_reference
 
-    fresh_pubsub()
-    topic = kafka_topic(unique_name("cont-java"), PARTITIONS)
-    _, subscription = pubsub_topic(topic)
     folder = BENCH_STACK_HOME / "java-continuous"
     shutil.rmtree(folder, ignore_errors=True)
     with java_reference(folder) as reference:
@@ -234,20 +260,29 @@ def java_cloud_sink(rate: float, seconds: float) -> dict:
                 if worker.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the Java worker did not start:\n{log.read_text()[-3000:]}")
                 time.sleep(0.2)
-            arrivals = PubSubArrivals(subscription)
-            arrivals.start()
-            arrivals.warm_up(topic)
-            sent = produce_steady(topic, rate, seconds)
-            arrivals.wait_for(sent)
-            result = summary(arrivals.latencies, sent)
-            time.sleep(8)
-            before = tree_cpu_seconds(worker.pid)
-            time.sleep(IDLE_SECONDS)
-            result["idle_run_cpu_pct"] = round(100 * (tree_cpu_seconds(worker.pid) - before) / IDLE_SECONDS, 1)
-            return result
+            yield worker
         finally:
             worker.terminate()
             worker.wait(30)
+
+
+def java_cloud_sink(rate: float, seconds: float) -> dict:
+    """The same harness against the Java connector (seed defaults, tasks.max=2) in a Connect worker."""
+    fresh_pubsub()
+    topic = kafka_topic(unique_name("cont-java"), PARTITIONS)
+    _, subscription = pubsub_topic(topic)
+    with java_cloud_sink_worker(topic) as worker:
+        arrivals = PubSubArrivals(subscription)
+        arrivals.start()
+        arrivals.warm_up(topic)
+        sent = produce_steady(topic, rate, seconds)
+        arrivals.wait_for(sent)
+        result = summary(arrivals.latencies, sent)
+        time.sleep(8)
+        before = tree_cpu_seconds(worker.pid)
+        time.sleep(IDLE_SECONDS)
+        result["idle_run_cpu_pct"] = round(100 * (tree_cpu_seconds(worker.pid) - before) / IDLE_SECONDS, 1)
+        return result
 
 
 def lite_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
@@ -272,6 +307,67 @@ def lite_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict
         idle = idle_cpu(run.pid, engine_pid)
     latencies = [m.publish_time.ToNanoseconds() / 1e9 - float(m.message.data.decode())
                  for p, n in heads().items() for m in read_lite_partition(subscription, p, n)]
+    return summary(latencies, sent) | idle
+
+
+def kinesis_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
+    """Send -> the record's ApproximateArrivalTimestamp (moto stamps it as it takes the PutRecords request)."""
+    from tests.e2e.helpers import create_kinesis_stream, kinesis_records_by_shard
+
+    topic = kafka_topic(unique_name("cont-kin"), PARTITIONS)
+    create_kinesis_stream(topic, PARTITIONS)
+    entry = {"name": "cont_kinesis_sink", "connector": "KinesisSinkConnector", "batch": {"initial_offsets": "latest"},
+             "config": {"topics": topic, "kinesis.stream.name": topic}}
+
+    def records() -> list[dict]:
+        return [r for shard in kinesis_records_by_shard(topic).values() for r in shard]
+
+    with continuous_run(entry, remote) as run:
+        produce_warm_up(topic)
+        deadline = time.monotonic() + 120
+        while len(records()) < WARM_UP_RECORDS and time.monotonic() < deadline:
+            time.sleep(0.5)
+        sent = produce_steady(topic, rate, seconds)
+        deadline = time.monotonic() + 120
+        while len(found := records()) < WARM_UP_RECORDS + sent and time.monotonic() < deadline:
+            time.sleep(2)
+        idle = idle_cpu(run.pid, engine_pid)
+    latencies = [r["ApproximateArrivalTimestamp"].timestamp() - float(r["Data"].decode()) for r in found
+                 if r["Data"] != WARM_UP_VALUE]
+    return summary(latencies, sent) | idle
+
+
+def pulsar_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
+    """Send -> the message's publish time (the Pulsar broker's, as it takes the message)."""
+    import logging
+
+    import pulsar
+
+    topic = kafka_topic(unique_name("cont-pls"), PARTITIONS)
+    logger = logging.getLogger("bench-pulsar")
+    logger.setLevel(logging.WARNING)
+    client = pulsar.Client(os.environ["PULSAR_SERVICE_URL"], logger=logger)
+    consumer = client.subscribe(f"persistent://public/default/{topic}", "bench",
+                                initial_position=pulsar.InitialPosition.Earliest)
+    entry = {"name": "cont_pulsar_sink", "connector": "PulsarSinkConnector", "batch": {"initial_offsets": "latest"},
+             "config": {"topics": topic, "pulsar.service.url": os.environ["PULSAR_SERVICE_URL"]}}
+    latencies: list[float] = []
+    try:
+        with continuous_run(entry, remote) as run:
+            produce_warm_up(topic)
+            for _ in range(WARM_UP_RECORDS):
+                consumer.receive(timeout_millis=120_000)
+            sent = produce_steady(topic, rate, seconds)
+            deadline = time.monotonic() + 120
+            while len(latencies) < sent and time.monotonic() < deadline:
+                try:
+                    message = consumer.receive(timeout_millis=1000)
+                except pulsar.Timeout:
+                    continue
+                latencies.append(message.publish_timestamp() / 1000 - float(message.data().decode()))
+            idle = idle_cpu(run.pid, engine_pid)
+    finally:
+        client.close()
     return summary(latencies, sent) | idle
 
 
@@ -375,6 +471,8 @@ def lite_source(remote: str, engine_pid: int, rate: float, seconds: float) -> di
 ROWS = {
     "CloudPubSubSinkConnector": cloud_sink,
     "PubSubLiteSinkConnector": lite_sink,
+    "KinesisSinkConnector": kinesis_sink,
+    "PulsarSinkConnector": pulsar_sink,
     "S3BlockGzipSinkConnector": archive,
     "CloudPubSubSourceConnector": cloud_source,
     "PubSubLiteSourceConnector": lite_source,
