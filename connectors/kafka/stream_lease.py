@@ -63,7 +63,8 @@ class HostBeat:
         self._beat = 0
         self._closed = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name=f"host lease {self.ref.group}", daemon=True)
+        self._thread = threading.Thread(target=_beat_until_closed, args=(self.beat, self._closed),
+                                        name=f"host lease {self.ref.group}", daemon=True)
         self._thread.start()
 
     def add(self, where: tuple[str, int]) -> None:
@@ -85,19 +86,21 @@ class HostBeat:
             self._consumer.commit(offsets=[TopicPartition(t, p, self._beat, metadata=self.ref.beat_id)
                                            for t, p in self._where], asynchronous=False)
 
-    def _run(self) -> None:
-        while not self._closed.wait(BEAT_S):
-            try:
-                self.beat()
-            except KafkaException:  # Kafka away for a moment: the tasks wait LAPSE_S before they give up
-                pass
-
     def close(self) -> None:
         with self._lock:
             if self._closed.is_set():
                 return
             self._closed.set()
             self._consumer.close()
+
+
+def _beat_until_closed(beat, closed: threading.Event) -> None:
+    """A lease thread: `beat()` every BEAT_S until `closed` is set."""
+    while not closed.wait(BEAT_S):
+        try:
+            beat()
+        except KafkaException:  # Kafka away for a moment: the tasks wait LAPSE_S before they give up
+            pass
 
 
 class LeaseHolder:
@@ -117,7 +120,8 @@ class LeaseHolder:
         if host is not None:
             host.add(self._where)
         else:
-            threading.Thread(target=self._run, name=f"stream lease {stream_id}", daemon=True).start()
+            threading.Thread(target=_beat_until_closed, args=(self.beat, self._closed), name=f"stream lease {stream_id}",
+                             daemon=True).start()
 
     def beat(self, metadata: str | None = None) -> None:
         with self._lock:
@@ -126,13 +130,6 @@ class LeaseHolder:
             self._beat += 1
             self._consumer.commit(offsets=[TopicPartition(*self._where, self._beat, metadata=metadata or self._stream_id)],
                                   asynchronous=False)
-
-    def _run(self) -> None:
-        while not self._closed.wait(BEAT_S):
-            try:
-                self.beat()
-            except KafkaException:  # Kafka away for a moment: the tasks wait LAPSE_S before they give up
-                pass
 
     def stop(self) -> None:
         """Tells the tasks to finish the round they have, commit it, and end."""
