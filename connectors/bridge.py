@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from connectors.plugin import ConnectorPlugin
 
 DEFAULT_GROUP = "bridges"
+MOST_STREAM_TASKS = 64
 
 
 class BatchSettings(BaseModel):
@@ -55,7 +56,8 @@ class ContinuousSettings(BaseModel):
     # The Spark tasks of an always-on bridge: a Kafka sink spreads its partitions over them, the Cloud Pub/Sub
     # source pulls in each (unary pulls; a streaming pull has cps.streamingPull.parallelStreams). Each holds a
     # Spark task slot and a Python worker for the run's length; one keeps up with thousands of records a second.
-    stream_tasks: int = Field(1, ge=1, le=64)
+    # Unset, a bridge without a host takes its connector's `tasks.max` (Kafka Connect's key), else 1.
+    stream_tasks: int = Field(1, ge=1, le=MOST_STREAM_TASKS)
     # Bridges naming the same host move in one long-lived Dagster run, each in a thread of its own, as Kafka
     # Connect's worker runs many connectors in one JVM; each keeps its own asset, position, checks and lease,
     # and its sensor switches it on and off in that run. Unset: the bridge has a run of its own.

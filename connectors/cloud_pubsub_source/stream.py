@@ -5,7 +5,6 @@ acked), so a restarted job simply pulls again; the job, its lease and its restar
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import time
@@ -66,8 +65,7 @@ class CloudPubSubSourceStream(LeasedJob):
             restarted = self._restart_after_failure()
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started
-        report = source_report(result)
-        return dataclasses.replace(report, warnings=(*report.warnings, restarted) if restarted else report.warnings)
+        return self._with_stream_facts(source_report(result), restarted)
 
     def _absorb_reports(self, result: SourceBatchResult) -> None:
         """Adds what each task reported since the last look to `result`."""

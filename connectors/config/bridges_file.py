@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from connectors.bridge import (
-    DEFAULT_GROUP, BatchSettings, Bridge, CheckSettings, ContinuousSettings, SensorSettings,
+    DEFAULT_GROUP, MOST_STREAM_TASKS, BatchSettings, Bridge, CheckSettings, ContinuousSettings, SensorSettings,
 )
 from connectors.config.common import IGNORED_FRAMEWORK_KEYS
 from connectors.config.providers import ConfigProviderError, check_reference, resolve
@@ -133,6 +133,7 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
             f"key 'connector': {entry.connector} disagrees with connector.class={keys['connector.class']}"
         )
 
+    continuous = _with_tasks_max(entry, keys.get("tasks.max"))
     secret = plugin.config_model.secret_keys()
     try:
         for key in secret & set(keys):
@@ -145,8 +146,26 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
     except ValidationError as exc:
         known, secret = set(plugin.config_model.known_keys()), plugin.config_model.secret_keys()
         raise BridgeConfigError("\n".join(_describe(err, known, secret) for err in exc.errors())) from None
-    return Bridge(str(name), plugin, config, entry.batch, entry.sensor, entry.mode, entry.continuous,
+    return Bridge(str(name), plugin, config, entry.batch, entry.sensor, entry.mode, continuous,
                   entry.group or DEFAULT_GROUP, entry.checks)
+
+
+def _with_tasks_max(entry: _BridgeEntry, tasks_max: Any) -> ContinuousSettings:
+    """Kafka Connect's `tasks.max` as the always-on stream's task count (`continuous.stream_tasks`) when the entry
+    does not set that, so a connector's properties file runs at the parallelism it ran at in Java. Not in a host:
+    there the host's Python workers are shared by all its bridges (sized by the members' `stream_tasks`), and thirty
+    properties files' tasks.max would multiply them. Above 64 (the most stream tasks) it is taken as 64."""
+    if tasks_max is None:
+        return entry.continuous
+    try:
+        tasks = int(str(tasks_max).strip())
+    except ValueError:
+        tasks = 0
+    if tasks < 1:
+        raise BridgeConfigError(f"key 'tasks.max': must be a whole number of at least 1 (got {tasks_max!r})")
+    if entry.continuous.host is not None or "stream_tasks" in entry.continuous.model_fields_set:
+        return entry.continuous
+    return entry.continuous.model_copy(update={"stream_tasks": min(tasks, MOST_STREAM_TASKS)})
 
 
 def _entry_keys() -> set[str]:

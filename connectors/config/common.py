@@ -13,8 +13,8 @@ from connectors.kafka_connect.converters import (
 )
 from connectors.kafka_connect.registry.settings import KeyRegistryKeys, ValueRegistryKeys, registry_settings
 
-# Kafka Connect framework keys that a connector .properties file may carry and that change nothing
-# here (one Spark task per partition replaces tasks.max; there is no per-record retry loop to tune).
+# Kafka Connect framework keys that a connector .properties file may carry and that are not the connector's own
+# (tasks.max is read by the loader as an always-on stream's task count; there is no per-record retry loop to tune).
 IGNORED_FRAMEWORK_KEYS = frozenset({
     "name", "connector.class", "tasks.max", "errors.retry.timeout", "errors.retry.delay.max.ms",
     "errors.log.enable", "errors.log.include.messages", "errors.deadletterqueue.topic.replication.factor",

@@ -8,6 +8,7 @@ subclasses this: `_start()` builds and launches its job, `progress()` reads what
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from connectors.bridge import Bridge
+    from connectors.plugin import BatchReport
 
 # A task ends on its own this long after the run's own end, should the run's interrupt never reach it.
 _TASK_GRACE_S = 60
@@ -46,6 +48,7 @@ class LeasedJob:
         self._restarts_without_progress = 0
         self._lease: LeaseHolder | None = None
         self._job: OwnJob | SharedMember | None = None
+        self._tasks = 0  # the running job's tasks (slots) of this stream
         # The run's shared job of always-on streams (a host's), if the run has one: taken by the thread opening
         # the stream.
         self._shared: SharedJob | None = current_shared_job()
@@ -73,6 +76,7 @@ class LeasedJob:
             self._lease.close()
         self._lease = LeaseHolder(self._lease_client_config, self._bridge.consumer_group, lease_partition,
                                   self.stream_id, self._host_beat)
+        self._tasks = slots
         tags = (*self._run_tags, f"stream-{self.stream_id}")
         bridge = self._bridge
         shared = self._shared.join(bridge.name, self.stream_id, work, slots, self._lease_client_config,
@@ -91,6 +95,13 @@ class LeasedJob:
         except Exception:  # noqa: BLE001 - Kafka away: the tasks stop when the lease lapses, or are interrupted
             self._lease.close()
         self._job.end(_STOP_WAIT_S)
+
+    def _with_stream_facts(self, report: BatchReport, restarted: str | None, line: str | None = None) -> BatchReport:
+        """A progress report with what every stream adds: its task count (`stream_tasks`, so the asset shows the
+        parallelism the stream runs at) and the warning of a restart, if there was one."""
+        return dataclasses.replace(report, values={**report.values, "stream_tasks": self._tasks},
+                                   line=report.line if line is None else line,
+                                   warnings=(*report.warnings, restarted) if restarted else report.warnings)
 
     def _progress_made(self) -> None:
         self._restarts_without_progress = 0

@@ -8,7 +8,6 @@ stopped and started again from the position reached, with the new partition assi
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from typing import TYPE_CHECKING
@@ -98,9 +97,8 @@ class KafkaSinkStream(LeasedJob):
         result.duration_s = self._reported_at - started
         report = sink_report(result)
         t = result.totals
-        return dataclasses.replace(report, line=f"{t['records']} records read, {t['published']} published; "
-                                                f"{result.plan.lag_after()} behind",
-                                   warnings=(*report.warnings, restarted) if restarted else report.warnings)
+        return self._with_stream_facts(report, restarted, f"{t['records']} records read, {t['published']} published; "
+                                                          f"{result.plan.lag_after()} behind")
 
     def _absorb_commits(self, result: SinkBatchResult) -> None:
         """Adds the stream's commits since the last look to `result` and moves the position up to them."""

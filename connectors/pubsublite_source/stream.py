@@ -6,7 +6,6 @@ a partition added to the Lite topic restarts the job with it. To rewind such a b
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from typing import TYPE_CHECKING
@@ -95,8 +94,7 @@ class LiteSourceStream(LeasedJob):
         result.duration_s = self._reported_at - started
         report = lite_source_report(result)
         line = f"{report.moved} messages moved to Kafka; {result.backlog_after} behind"
-        return dataclasses.replace(report, line=line,
-                                   warnings=(*report.warnings, restarted) if restarted else report.warnings)
+        return self._with_stream_facts(report, restarted, line)
 
     def _absorb_reports(self, result: LiteSourceBatchResult) -> None:
         """Adds what each task reported since the last look to `result`, and moves the position up to it."""

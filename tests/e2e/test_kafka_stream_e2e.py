@@ -9,12 +9,15 @@ import signal
 import time
 from pathlib import Path
 
+import javaproperties
 import pytest
+import yaml
 from confluent_kafka.admin import NewPartitions
+from dagster import AssetKey, DagsterInstance
 
 from bench.process_memory import children
 from connectors.kafka.delivered import DeliveredCommit
-from tests.e2e.test_continuous_e2e import CloudSink, recorded_position, start, wait_until
+from tests.e2e.test_continuous_e2e import CONTINUOUS, CloudSink, recorded_position, start, wait_until
 from tests.e2e.helpers import cli_run, kafka_admin, produce_to_partition
 
 pytestmark = pytest.mark.e2e
@@ -77,9 +80,23 @@ def _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote: str, tm
     assert "started again from its last commit" in (tmp_path / "run.log").read_text()
 
 
+class CloudSinkFromProperties(CloudSink):
+    """The Cloud sink as a Kafka Connect properties file with tasks.max=2: its stream runs two tasks."""
+
+    def bridges_file(self) -> str:
+        keys = {"name": self.name, "connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
+                "tasks.max": "2", **self.config()}
+        (self.tmp_path / "sink.properties").write_text(javaproperties.dumps(keys, timestamp=False))
+        path = self.tmp_path / "bridges.yaml"
+        path.write_text(yaml.safe_dump({"bridges": [{
+            "properties": "sink.properties", "mode": "continuous",
+            "batch": {"initial_offsets": "earliest"}, "continuous": CONTINUOUS}]}))
+        return str(path)
+
+
 def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_connect_group(
         stack, spark_remote, tmp_path, unique):
-    case = CloudSink(unique, tmp_path)
+    case = CloudSinkFromProperties(unique, tmp_path)
 
     def add_partition() -> list[str]:
         kafka_admin()._admin.create_partitions([NewPartitions(case.topic, 3)])[case.topic].result(30)
@@ -88,6 +105,11 @@ def test_a_stream_takes_a_new_partition_survives_a_lost_task_and_commits_to_the_
         return third
 
     _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote, tmp_path, case, add_partition)
+
+    # tasks.max=2 of the properties file is the stream's task count (over the three partitions).
+    with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        event = instance.get_latest_materialization_event(AssetKey(case.name))
+    assert event.asset_materialization.metadata["stream_tasks"].value == 2
 
     # The Kafka Connect group holds the same position, as a stream's commits (kafka-consumer-groups shows its lag).
     commits = kafka_admin().commits(f"connect-{case.name}", {case.topic: [0, 1, 2]})

@@ -235,3 +235,41 @@ def test_a_host_needs_continuous_bridges_and_a_step_name_no_bridge_has(tmp_path)
     with pytest.raises(BridgeConfigError) as bad:
         load_bridges(write(tmp_path, hosted.replace("host: fleet", "host: 'a b'")))
     assert "continuous.host" in str(bad.value)
+
+
+def _continuous_from_properties(tmp_path, tasks_max: str, continuous: str = "{}"):
+    write(tmp_path, f"""\
+        name=cps
+        connector.class=com.google.pubsub.kafka.sink.CloudPubSubSinkConnector
+        tasks.max={tasks_max}
+        topics=t
+        cps.topic=t
+        cps.project=p
+    """, name="cps.properties")
+    return load_bridges(write(tmp_path, f"""
+        bridges:
+          - name: cps
+            properties: cps.properties
+            mode: continuous
+            continuous: {continuous}
+    """))
+
+
+def test_tasks_max_is_the_streams_task_count_unless_set_or_hosted(tmp_path):
+    [bridge] = _continuous_from_properties(tmp_path, "3")
+    assert bridge.continuous.stream_tasks == 3
+    [bridge] = _continuous_from_properties(tmp_path, "3", "{stream_tasks: 2}")
+    assert bridge.continuous.stream_tasks == 2
+    [bridge] = _continuous_from_properties(tmp_path, "3", "{host: fleet}")
+    assert bridge.continuous.stream_tasks == 1 and bridge.continuous.host == "fleet"
+    [bridge] = _continuous_from_properties(tmp_path, "500")
+    assert bridge.continuous.stream_tasks == 64
+    [bridge] = load_bridges(write(tmp_path, SINK))
+    assert bridge.continuous.stream_tasks == 1
+
+
+@pytest.mark.parametrize("tasks_max", ["0", "two", "1.5"])
+def test_a_tasks_max_that_is_not_a_count_is_named(tmp_path, tasks_max):
+    with pytest.raises(BridgeConfigError) as err:
+        _continuous_from_properties(tmp_path, tasks_max)
+    assert f"bridge 'cps': key 'tasks.max': must be a whole number of at least 1 (got '{tasks_max}')" in str(err.value)
