@@ -40,7 +40,7 @@ def main() -> None:
     batch = BatchSettings(max_records=args.records, initial_offsets="earliest")
     with PeakMemory() as memory:
         result = run_sink_batch(spark, "bench", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]),
-                                admin, {}, batch, "connect-bench")
+                                admin, {}, batch, unique_name("connect-bench"))
     assert result.totals["published"] == args.records, result.totals
     print(json.dumps({"records": args.records, "seconds": round(result.duration_s, 2),
                       "peak_mb": round(memory.peak / 1e6),

@@ -159,7 +159,8 @@ def _cloud_sink(measure, spark, admin, topic, size, batch):
             {"topics": topic, "cps.project": "bench", "cps.topic": destination, **keys})
 
         def run():
-            result = run_sink_batch(spark, "bench", config, connection, admin, {}, batch, "connect-bench")
+            # A fresh group each run: a batch's delivered commits (BatchProgress) would start the next past them.
+            result = run_sink_batch(spark, "bench", config, connection, admin, {}, batch, unique_name("connect-bench"))
             assert result.totals["published"] == batch.max_records, result.totals
             return result.totals["published"], result.duration_s
 
@@ -181,7 +182,7 @@ def _cloud_sink_avro(measure, spark, admin, size, batch):
         "value.converter.schema.registry.url": os.environ["SCHEMA_REGISTRY_URL"]})
 
     def run():
-        result = run_sink_batch(spark, "bench", config, connection, admin, {}, batch, "connect-bench")
+        result = run_sink_batch(spark, "bench", config, connection, admin, {}, batch, unique_name("connect-bench"))
         assert result.totals["published"] == batch.max_records, result.totals
         return result.totals["published"], result.duration_s
 
@@ -201,7 +202,8 @@ def _lite_sink(measure, spark, admin, topic, size, batch):
             "pubsublite.topic": name, **keys})
 
         def run():
-            result = run_lite_sink_batch(spark, "bench", config, lite_connection(), admin, {}, batch, "connect-bench")
+            result = run_lite_sink_batch(spark, "bench", config, lite_connection(), admin, {}, batch,
+                                         unique_name("connect-bench"))  # a fresh group: no delivered commits
             assert result.totals["published"] == batch.max_records, result.totals
             return result.totals["published"], result.duration_s
 
