@@ -152,6 +152,26 @@ def kept_kinesis_client(config: KinesisSinkConfig):
         return _KEPT[key]
 
 
+# How long a worker keeps a stream's shard list: an always-on sink in partition mode delivers a round every few tens of
+# milliseconds, and a ListShards call per round would cost more than the round's puts. A list gone stale after a
+# reshard still routes every record (Kinesis sends an explicit hash key to the open shard whose range holds it).
+SHARD_LIST_KEPT_S = 30.0
+_SHARD_LISTS: dict[tuple[int, str], tuple[float, list[str]]] = {}
+
+
+def kept_shard_hash_keys(client, stream: str, clock: Callable[[], float] = time.monotonic) -> list[str]:
+    """`shard_hash_keys` of the stream, asked again only after SHARD_LIST_KEPT_S (per kept client)."""
+    key, now = (id(client), stream), clock()
+    with _KEPT_LOCK:
+        kept = _SHARD_LISTS.get(key)
+    if kept is not None and now - kept[0] < SHARD_LIST_KEPT_S:
+        return kept[1]
+    keys = shard_hash_keys(client, stream)
+    with _KEPT_LOCK:
+        _SHARD_LISTS[key] = (now, keys)
+    return keys
+
+
 def shard_hash_keys(client, stream: str) -> list[str]:
     """The starting hash key of each open shard, in order: a Kafka partition's explicit hash key."""
     keys, token = [], None
@@ -181,7 +201,7 @@ def put_arrow_batches(task: KinesisTask, batches: Iterator[pa.RecordBatch]) -> I
         if stream not in putters:
             putters[stream] = (KinesisPutter(client, stream, cfg.max_request_records, cfg.max_request_bytes,
                                              cfg.retry_timeout_ms / 1000, delivered),
-                               shard_hash_keys(client, stream) if cfg.partition_key == "partition" else [])
+                               kept_shard_hash_keys(client, stream) if cfg.partition_key == "partition" else [])
         return putters[stream]
 
     try:

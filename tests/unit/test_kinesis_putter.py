@@ -7,7 +7,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from connectors.kinesis_sink.config import MAX_BYTES_PER_REQUEST, MAX_RECORDS_PER_REQUEST
-from connectors.kinesis_sink.write import KinesisPutter, KinesisRefused
+from connectors.kinesis_sink.write import SHARD_LIST_KEPT_S, KinesisPutter, KinesisRefused, kept_shard_hash_keys
 
 
 class ScriptedKinesis:
@@ -89,3 +89,28 @@ def test_a_stream_that_does_not_exist_fails_at_once():
     p.add(b"r", "k", 0)
     with pytest.raises(KinesisRefused, match="ResourceNotFoundException"):
         p.close()
+
+
+class _ShardLister:
+    """Answers ListShards with two open shards and a closed one; counts the calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def list_shards(self, **kwargs):
+        self.calls += 1
+        shards = [{"HashKeyRange": {"StartingHashKey": "170"}, "SequenceNumberRange": {}},
+                  {"HashKeyRange": {"StartingHashKey": "0"}, "SequenceNumberRange": {"EndingSequenceNumber": "9"}},
+                  {"HashKeyRange": {"StartingHashKey": "0"}, "SequenceNumberRange": {}}]
+        return {"Shards": shards}
+
+
+def test_a_streams_shard_list_is_asked_again_only_after_it_is_kept_long_enough():
+    client, now = _ShardLister(), [100.0]
+    assert kept_shard_hash_keys(client, "s", lambda: now[0]) == ["0", "170"]
+    now[0] += SHARD_LIST_KEPT_S - 1
+    assert kept_shard_hash_keys(client, "s", lambda: now[0]) == ["0", "170"] and client.calls == 1
+    assert kept_shard_hash_keys(client, "other", lambda: now[0]) and client.calls == 2
+    now[0] += 2
+    kept_shard_hash_keys(client, "s", lambda: now[0])
+    assert client.calls == 3
