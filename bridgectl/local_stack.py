@@ -32,12 +32,14 @@ from bridgectl.processes import process_start_ticks
 DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 19094, "kafka_target_controller": 19095,
                  "pubsub": 18085, "pubsublite": 18086, "s3": 15000, "pulsar": 16650, "pulsar_web": 18090,
                  "pulsar_bookie": 13181, "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080,
-                 "spark_cluster": 15003, "spark_cluster_tls": 15443, "schema_registry": 18081, "kafka_sasl": 19096}
+                 "spark_cluster": 15003, "spark_cluster_tls": 15443, "schema_registry": 18081, "kafka_sasl": 19096,
+                 "kafka_ssl": 19097}
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
 # Its task slots: an always-on bridge's stream holds one for as long as its run lasts, mostly waiting on I/O, so
 # the warm engine has far more slots than cores (local[*] would let two always-on bridges starve every other run).
 CONNECT_SERVER_MASTER = "local[32]"
 # kafka_sasl: the first cluster's SASL_PLAINTEXT listener (mechanism PLAIN), for clients that authenticate.
+# kafka_ssl: the first cluster's SSL listener (the stack's local certificate; a client certificate is required).
 # kafka_target: a second Kafka cluster, what a Kafka -> Kafka bridge replicates to.
 # pulsar: an Apache Pulsar standalone (broker, embedded bookie), a target of replication.
 # schema_registry: Apicurio Registry serving Confluent's Schema Registry API (in-memory: schemas go with it).
@@ -61,7 +63,7 @@ class ServiceStatus:
 
 
 # The service whose process listens on a port of another name.
-PORT_OWNERS = {"kafka_controller": "kafka", "kafka_sasl": "kafka", "kafka_target_controller": "kafka_target",
+PORT_OWNERS = {"kafka_controller": "kafka", "kafka_sasl": "kafka", "kafka_ssl": "kafka", "kafka_target_controller": "kafka_target",
                "pulsar_web": "pulsar", "pulsar_bookie": "pulsar",
                "spark_master_ui": "spark_master"}
 
@@ -180,6 +182,24 @@ class LocalStack:
         """The user the SASL listener takes (mechanism PLAIN), its password made once (file mode 600)."""
         return "bridge", self._secret(self.home / "kafka" / "sasl-password")
 
+    def kafka_ssl_bootstrap_servers(self) -> str:
+        """The first cluster's SSL listener: the stack's local certificate (`local_certificate()`, which a client
+        trusts as its CA), and it asks the client for a certificate that certificate signed (`kafka_client_tls()`)."""
+        return f"127.0.0.1:{self.ports()['kafka_ssl']}"
+
+    def local_certificate(self) -> tuple[Path, Path]:
+        """The stack's one local certificate and key (localhost, 127.0.0.1): the Lite server's, the cluster's TLS
+        front's and Kafka's SSL listener's; made once."""
+        from bridgectl.lite_server.tls import ensure_certificate
+
+        return ensure_certificate(self.lite_certificate().parent)
+
+    def kafka_client_tls(self) -> tuple[Path, Path]:
+        """A client certificate and key for Kafka's SSL listener, signed by the local certificate; made once."""
+        from bridgectl.lite_server.tls import ensure_client_certificate
+
+        return ensure_client_certificate(self.home / "kafka" / "client-tls", *self.local_certificate())
+
     def _secret(self, path: Path) -> str:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -288,7 +308,7 @@ class LocalStack:
         props.touch(mode=0o600)  # it holds the SASL listener's password
         props.chmod(0o600)
         listeners = [f"PLAINTEXT://127.0.0.1:{ports[name]}"]
-        sasl = []
+        sasl, ssl = [], []
         if f"{name}_sasl" in ports:  # the first cluster also takes SASL PLAIN, for clients that authenticate
             listeners.append(f"SASL_PLAINTEXT://127.0.0.1:{ports[name + '_sasl']}")
             user, password = self.kafka_sasl_credentials()
@@ -296,6 +316,14 @@ class LocalStack:
                     "listener.name.sasl_plaintext.plain.sasl.jaas.config="
                     "org.apache.kafka.common.security.plain.PlainLoginModule required "
                     f'user_{user}="{password}";']
+        if f"{name}_ssl" in ports:  # and TLS with client certificates (mutual TLS), in PEM files
+            listeners.append(f"SSL://127.0.0.1:{ports[name + '_ssl']}")
+            keystore, password = self._kafka_keystore(name)
+            ssl = ["listener.name.ssl.ssl.keystore.type=PKCS12", f"listener.name.ssl.ssl.keystore.location={keystore}",
+                   f"listener.name.ssl.ssl.keystore.password={password}",
+                   "listener.name.ssl.ssl.truststore.type=PEM",
+                   f"listener.name.ssl.ssl.truststore.location={self.local_certificate()[0]}",
+                   "listener.name.ssl.ssl.client.auth=required"]
         props.write_text("\n".join([
             "process.roles=broker,controller",
             "node.id=1",
@@ -304,8 +332,10 @@ class LocalStack:
             f"advertised.listeners={','.join(listeners)}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+            "SSL:SSL",
             *sasl,
+            *ssl,
             f"log.dirs={data_dir}",
             "num.partitions=1",
             "offsets.topic.replication.factor=1",
@@ -330,6 +360,25 @@ class LocalStack:
             java, "-Xms256m", "-Xmx768m", f"-Dlog4j2.configurationFile={log4j2_config()}",
             "-cp", f"{libs}/*", main, *args,
         ]
+
+    def _kafka_keystore(self, name: str) -> tuple[Path, str]:
+        """Kafka's keystore for its SSL listener (the local certificate and its key) and its password. PKCS#12 with
+        PKCS#12's own 3DES encryption: Java 17 does not read the PBES2 that PEM keys are encrypted with, and a PEM
+        keystore file must be encrypted."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+
+        cert, key = self.local_certificate()
+        password = self._secret(self.home / name / "ssl-keystore-password")
+        encryption = (serialization.PrivateFormat.PKCS12.encryption_builder()
+                      .key_cert_algorithm(pkcs12.PBES.PBESv1SHA1And3KeyTripleDESCBC).build(password.encode()))
+        keystore = self.home / name / "ssl-keystore.p12"
+        keystore.touch(mode=0o600)
+        keystore.write_bytes(pkcs12.serialize_key_and_certificates(
+            b"kafka", serialization.load_pem_private_key(key.read_bytes(), password=None),
+            x509.load_pem_x509_certificate(cert.read_bytes()), None, encryption))
+        return keystore, password
 
     def _start_kafka(self, name: str) -> subprocess.Popen:
         props = self._kafka_properties(name)
@@ -420,11 +469,9 @@ class LocalStack:
                            {**self._spark_env(), "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.cluster_token()})
 
     def _start_spark_cluster_tls(self) -> subprocess.Popen:
-        from bridgectl.lite_server.tls import ensure_certificate
-
         # The stack's one local certificate (localhost, 127.0.0.1), already trusted through
         # GRPC_DEFAULT_SSL_ROOTS_FILE_PATH.
-        cert, key = ensure_certificate(self.lite_certificate().parent)
+        cert, key = self.local_certificate()
         ports = self.ports()
         return self._spawn("spark_cluster_tls", [
             sys.executable, "-m", "bridgectl.tls_proxy", "--cert", str(cert), "--key", str(key),

@@ -25,6 +25,10 @@ def default_resources() -> dict[str, Any]:
         sasl_mechanism=os.environ.get("KAFKA_SASL_MECHANISM"),
         sasl_username=_optional_env("KAFKA_SASL_USERNAME"),
         sasl_password=_optional_env("KAFKA_SASL_PASSWORD"),
+        ssl_ca_location=os.environ.get("KAFKA_SSL_CA_LOCATION"),
+        ssl_certificate_location=os.environ.get("KAFKA_SSL_CERTIFICATE_LOCATION"),
+        ssl_key_location=os.environ.get("KAFKA_SSL_KEY_LOCATION"),
+        ssl_key_password=_optional_env("KAFKA_SSL_KEY_PASSWORD"),
     )
     pubsub = PubSubResource(
         emulator_host=_optional_env("PUBSUB_EMULATOR_HOST"),

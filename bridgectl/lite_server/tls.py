@@ -1,4 +1,5 @@
-"""A self-signed certificate for the local Lite server.
+"""The local stack's self-signed certificate (the Lite server's, the TLS fronts', Kafka's SSL listener's) and a
+client certificate it signs (for Kafka's SSL listener, which asks for one).
 
 The Lite client library always dials TLS; trusting this certificate through
 GRPC_DEFAULT_SSL_ROOTS_FILE_PATH lets the unmodified client reach loopback.
@@ -37,6 +38,38 @@ def ensure_certificate(directory: Path) -> tuple[Path, Path]:
         .sign(key, hashes.SHA256())
     )
     directory.mkdir(parents=True, exist_ok=True)
+    key_path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
+
+
+def ensure_client_certificate(directory: Path, ca_cert: Path, ca_key: Path) -> tuple[Path, Path]:
+    """(certificate, key) PEM files of a client ("bridge") signed by `ca_cert`, for a server that asks for client
+    certificates (the local Kafka's SSL listener); created once and reused."""
+    cert_path, key_path = directory / "client.crt", directory / "client.key"
+    if cert_path.exists() and key_path.exists():
+        return cert_path, key_path
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    issuer = x509.load_pem_x509_certificate(ca_cert.read_bytes())
+    signer = serialization.load_pem_private_key(ca_key.read_bytes(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bridge")]))
+        .issuer_name(issuer.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .sign(signer, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    key_path.touch(mode=0o600)
     key_path.write_bytes(key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))

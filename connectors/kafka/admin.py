@@ -74,13 +74,14 @@ class BatchPlan:
 
 
 class KafkaRefusedCredentials(BatchError):
-    """Kafka answered, but refused the client's SASL credentials: one line, without the password."""
+    """Kafka answered, but refused the client's SASL credentials or TLS handshake: one line, without a password."""
 
 
 class KafkaAdmin:
     def __init__(self, connection: KafkaConnection):
         self.connection = connection
         self._authentication_error: str | None = None
+        self._tls_error: str | None = None
         # Asking one topic's metadata must not create it on a broker with auto.create.topics.enable (librdkafka's
         # admin client is a producer underneath, and producers ask for that by default).
         self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3, "logger": client_logger(),
@@ -91,18 +92,27 @@ class KafkaAdmin:
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._AUTHENTICATION:
             self._authentication_error = error.str()
+        elif error.code() == KafkaError._SSL or "SSL routines" in error.str():
+            # A certificate either side does not trust: the broker's alert reaches librdkafka as a receive failure.
+            self._tls_error = error.str()
 
     def _refused_credentials(self) -> KafkaRefusedCredentials | None:
-        """After a failed call: the broker refused our credentials (librdkafka reports only a transport failure
-        to the call, and the reason to the error callback, served here)."""
+        """After a failed call: the broker refused our credentials or the TLS handshake failed (librdkafka reports
+        only a transport failure to the call, and the reason to the error callback, served here)."""
         self._admin.poll(0)
-        if self._authentication_error is None:
-            return None
         c = self.connection
-        reason = self._authentication_error.split(": ", 1)[-1]  # without the broker's address prefix
-        return KafkaRefusedCredentials(f"Kafka at {c.bootstrap_servers} refused the credentials of user "
-                                       f"{c.sasl_username!r} ({c.security_protocol}, {c.sasl_mechanism}): {reason}; "
-                                       "the run recorded nothing")
+        if self._authentication_error is not None:
+            reason = self._authentication_error.split(": ", 1)[-1]  # without the broker's address prefix
+            return KafkaRefusedCredentials(f"Kafka at {c.bootstrap_servers} refused the credentials of user "
+                                           f"{c.sasl_username!r} ({c.security_protocol}, {c.sasl_mechanism}): "
+                                           f"{reason}; the run recorded nothing")
+        if self._tls_error is not None:
+            reason = self._tls_error.split(": ", 1)[-1]
+            return KafkaRefusedCredentials(
+                f"the TLS handshake with Kafka at {c.bootstrap_servers} failed ({c.security_protocol}; CA "
+                f"{c.ssl_ca_location or 'of the system'}, client certificate {c.ssl_certificate_location or 'none'}): "
+                f"{reason}; the run recorded nothing")
+        return None
 
     # --- topics ------------------------------------------------------------------------------
     def partitions(self, topics: list[str] | None = None, topics_regex: str | None = None) -> dict[str, list[int]]:

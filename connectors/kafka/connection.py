@@ -16,8 +16,13 @@ class KafkaConnection:
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
     sasl_password: str | None = None
+    # TLS (security.protocol SSL or SASL_SSL): PEM files, as librdkafka takes them (ssl.ca.location and so on).
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: str | None = None
 
-    def __repr__(self) -> str:  # never print the password
+    def __repr__(self) -> str:  # never print the passwords
         return f"KafkaConnection(bootstrap_servers={self.bootstrap_servers!r}, security_protocol={self.security_protocol!r})"
 
     def librdkafka_config(self) -> dict[str, str]:
@@ -25,6 +30,9 @@ class KafkaConnection:
         if self.sasl_mechanism:
             config.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username or "",
                            "sasl.password": self.sasl_password or ""})
+        tls = {"ssl.ca.location": self.ssl_ca_location, "ssl.certificate.location": self.ssl_certificate_location,
+               "ssl.key.location": self.ssl_key_location, "ssl.key.password": self.ssl_key_password}
+        config.update({key: value for key, value in tls.items() if value})
         return config
 
 

@@ -16,7 +16,7 @@ from bridge_assets.definitions import build_definitions
 from bridge_assets.metadata import recorded_position
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from resources import KafkaResource, default_resources
-from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, sink_bridges_file
+from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
 
 pytestmark = pytest.mark.e2e
 
@@ -158,6 +158,33 @@ def test_a_broker_that_takes_sasl_plain(stack, spark, tmp_path, unique):
     resources = {**default_resources(), "kafka": KafkaResource(**sasl, sasl_password=password)}
     _materialize_until_caught_up(defs, name, DagsterInstance.ephemeral(), resources)
     assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"s{i}" for i in range(1_000))
+
+
+def test_a_broker_that_takes_tls_with_client_certificates(stack, spark, tmp_path, unique):
+    """Kafka's SSL listener, which asks for a client certificate: the resource's PEM files reach the admin calls,
+    the reader in the Spark task and the dead-letter producer alike."""
+    topic, name = f"tls-{unique}", f"tls_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    cert, key = stack.kafka_client_tls()
+    ca, _ = stack.local_certificate()
+    tls = {"bootstrap_servers": stack.kafka_ssl_bootstrap_servers(), "security_protocol": "SSL",
+           "ssl_ca_location": str(ca), "ssl_certificate_location": str(cert), "ssl_key_location": str(key)}
+    produce(topic, [(None, f"t{i}") for i in range(1_000)])
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, batch={"outage_timeout_seconds": 10}))
+
+    no_client_certificate = {k: v for k, v in tls.items() if k not in ("ssl_certificate_location", "ssl_key_location")}
+    refused = materialize([defs.get_assets_def(name)], instance=DagsterInstance.ephemeral(), raise_on_error=False,
+                          resources={**default_resources(), "kafka": KafkaResource(**no_client_certificate)})
+    assert not refused.success
+    failure = next(e for e in refused.all_events if e.is_step_failure).step_failure_data.error
+    assert f"the TLS handshake with Kafka at {tls['bootstrap_servers']} failed (SSL; CA {ca}, client certificate " \
+           "none)" in failure.message, failure.message
+    assert "bad certificate" in failure.message
+
+    resources = {**default_resources(), "kafka": KafkaResource(**tls)}
+    _materialize_until_caught_up(defs, name, DagsterInstance.ephemeral(), resources)
+    assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"t{i}" for i in range(1_000))
 
 
 def test_asking_a_missing_topics_partitions_does_not_create_it(stack, unique):
