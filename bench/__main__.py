@@ -9,7 +9,8 @@ On one fresh local stack, for 100 B and 1 KiB records:
    (Schema Registry) row of the Cloud Pub/Sub sink at 1 KiB held against its ByteArray row;
    peak memory of the Cloud Pub/Sub sink at three batch sizes, a fresh process each;
 4. the reference: the released Java connector (1.3.3) in a Kafka Connect standalone worker on the same
-   Kafka and pstest, sink (tasks.max=2) and source (tasks.max 1 and 2), with its CPU time;
+   Kafka and pstest, sink (tasks.max=2) and source (tasks.max 1 and 2), with its CPU time and peak memory; and
+   its Pub/Sub Lite sink and source (tasks.max=2, warm worker) against the local Lite server (bench.tls_front);
 5. run overhead (command start to first record delivered) and end-to-end latency with the daemon
    starting runs from the sensor (p50/p95), on both engines.
 Writes bench/results.json and bench/results.md (the tables the README shows) and prints them.
@@ -111,6 +112,18 @@ def measure_java(size: int, records: int, source_records: int) -> dict:
                 warm_up = _filled_subscription(admin, "java-warm-up", size, source_records) if warm else None
                 out[f"source_{tasks}{'_warm' if warm else ''}"] = reference.source(
                     admin, subscription, name, source_records, tasks_max=tasks, warm_up=warm_up)
+        # The Lite connectors, warm only (tasks.max=2): the sink fills one Lite subscription per worker connector,
+        # and the source's warm-up and row then read those.
+        (row_topic, row_subscription), (warm_topic, warm_subscription) = (
+            lite_topic(unique_name(f"java-lite-{kind}-{size}"), 4) for kind in ("row", "warm-up"))
+        warm_up = kafka_topic(unique_name(f"java-lite-warm-up-{size}"), 4, records, size)
+        out["lite_sink_2_warm"] = reference.sink(admin, topic, row_topic.name, records, tasks_max=2,
+                                                 warm_up_topic=warm_up, lite=True, warm_up_destination=warm_topic.name)
+        back, warm_back = (unique_name(f"java-lite-back-{kind}") for kind in ("row", "warm-up"))
+        for name in (back, warm_back):
+            admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
+        out["lite_source_2_warm"] = reference.source(admin, str(row_subscription), back, records, tasks_max=2,
+                                                     warm_up=(str(warm_subscription), warm_back), lite=True)
     return out
 
 
@@ -163,31 +176,40 @@ def render(results: dict) -> str:
     lines += ["", "### The Java connector (1.3.3, Kafka Connect standalone worker, seed defaults)", "",
               "(worker: \"new\" is a worker started for the row; \"warm\" is a second connector added to a worker "
               "that has just moved as many records with a first one.)", "",
-              "| direction | size | tasks.max | worker | records | steady seconds | records/s | CPU s per 100k records |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| connector | size | tasks.max | worker | records | steady seconds | records/s | CPU s per 100k records "
+              "| peak MB |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for size in sizes:
-        for key, direction, tasks in (("sink_2", "sink", 2), ("source_1", "source", 1), ("source_2", "source", 2)):
+        for key, connector, tasks in JAVA_ROWS:
             for worker, suffix in (("new", ""), ("warm", "_warm")):
                 j = results["java"][str(size)].get(key + suffix)
                 if j:
-                    lines.append(f"| {direction} | {size} B | {tasks} | {worker} | {j['records']:,} | "
-                                 f"{j['seconds']:.2f} | {j['records'] / j['seconds']:,.0f} | {j['cpu_per_100k']:.1f} |")
+                    lines.append(f"| {short(connector)} | {size} B | {tasks} | {worker} | {j['records']:,} | "
+                                 f"{j['seconds']:.2f} | {j['records'] / j['seconds']:,.0f} | {j['cpu_per_100k']:.1f} "
+                                 f"| {j.get('peak_mb', '–')} |")
     lines += ["", "### Bridges: one micro-batch", "",
               "| connector | size | settings | engine | records | seconds | records/s | MB/s | peak memory (MB) "
-              "| CPU s per 100k | × Java (new worker) | × Java (warm worker) | × raw limit | × naive |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| CPU s per 100k | × Java (new worker) | × Java (warm worker) | CPU ÷ warm Java's | memory ÷ warm Java's "
+              "| × raw limit | × naive |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for engine_result in results["throughput"]:
         for r in engine_result["rows"]:
             rate = r["records"] / r["seconds"]
             limit_row = results["limits"][str(r["size"])]
             bound = min(limit_row[k] for k in PATHS[r["connector"]])
             naive_rate = results["naive"][str(r["size"])].get(NAIVE.get(r["connector"], ""), 0)
-            java, java_warm = java_rate(results, r), java_rate(results, r, warm=True)
+            java, warm = java_row(results, r), java_row(results, r, warm=True)
+            cpu = r["cpu_s"] * 100_000 / r["records"]
+
+            def ratio(ours: float, theirs: float | None) -> str:
+                return f"{ours / theirs:.2f}" if theirs else "n/a"
+
             lines.append(
                 f"| {r['connector']} | {r['size']} B | {r['settings']} | {r['engine']} | {r['records']:,} | "
                 f"{r['seconds']:.1f} | {rate:,.0f} | {rate * r['size'] / 1e6:.2f} | {r['peak_mb']:,.0f} | "
-                f"{r['cpu_s'] * 100_000 / r['records']:.1f} | {f'{rate / java:.2f}' if java else 'n/a'} | "
-                f"{f'{rate / java_warm:.2f}' if java_warm else 'n/a'} | "
+                f"{cpu:.1f} | {ratio(rate, java and java['records'] / java['seconds'])} | "
+                f"{ratio(rate, warm and warm['records'] / warm['seconds'])} | "
+                f"{ratio(cpu, warm and warm['cpu_per_100k'])} | {ratio(r['peak_mb'], warm and warm.get('peak_mb'))} | "
                 f"{rate / bound:.2f} | {f'{rate / naive_rate:.0f}×' if naive_rate else 'n/a'} |")
     lines += ["", "Schema Registry: " + "; ".join(
         f"{a['engine']}: Avro {a['records'] / a['seconds']:,.0f} records/s = "
@@ -240,15 +262,20 @@ def short(connector: str) -> str:
     return connector.removesuffix("Connector")
 
 
-def java_rate(results: dict, row: dict, warm: bool = False) -> float | None:
-    """The Java row a row of ours is held against: the sink at tasks.max=2, the source at its best of 1 and 2;
-    on a new worker, or on a warm one."""
+# The Java rows: (key in results["java"][size], our connector it is held against, tasks.max).
+JAVA_ROWS = (("sink_2", "CloudPubSubSinkConnector", 2), ("source_1", "CloudPubSubSourceConnector", 1),
+             ("source_2", "CloudPubSubSourceConnector", 2), ("lite_sink_2", "PubSubLiteSinkConnector", 2),
+             ("lite_source_2", "PubSubLiteSourceConnector", 2))
+
+
+def java_row(results: dict, row: dict, warm: bool = False) -> dict | None:
+    """The Java row a row of ours is held against: the sinks at tasks.max=2, the Cloud source at its best of 1 and
+    2, the Lite source at 2; on a new worker, or on a warm one (the Lite rows: warm only)."""
     java = results["java"][str(row["size"])]
     suffix = "_warm" if warm else ""
-    keys = {"CloudPubSubSinkConnector": ("sink_2",), "CloudPubSubSourceConnector": ("source_1", "source_2")}
-    rates = [java[k + suffix]["records"] / java[k + suffix]["seconds"]
-             for k in keys.get(row["connector"], ()) if k + suffix in java]
-    return max(rates) if rates else None
+    rows = [java[key + suffix] for key, connector, _ in JAVA_ROWS
+            if connector == row["connector"] and key + suffix in java]
+    return max(rows, key=lambda j: j["records"] / j["seconds"]) if rows else None
 
 
 PATHS_LIMIT_NAMES = {"kafka_consume": "Kafka consume (librdkafka)", "kafka_produce": "Kafka produce (idempotent)",

@@ -20,9 +20,9 @@ def bench_stack() -> Iterator[LocalStack]:
     LocalStack(BENCH_STACK_HOME).down(log=lambda line: None)
     shutil.rmtree(BENCH_STACK_HOME, ignore_errors=True)
     stack = LocalStack(BENCH_STACK_HOME, pick_free_ports=True)
-    stack.up(log=lambda line: None)
-    os.environ.update({k: v for k, v in stack.env().items() if k not in ("DAGSTER_HOME", "BRIDGE_SPARK_REMOTE")})
-    try:
+    try:  # a server that fails to start stops the ones started before it
+        stack.up(log=lambda line: None)
+        os.environ.update({k: v for k, v in stack.env().items() if k not in ("DAGSTER_HOME", "BRIDGE_SPARK_REMOTE")})
         yield stack
     finally:
         stack.down(log=lambda line: None)

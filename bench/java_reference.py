@@ -22,13 +22,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from bench.data import PROJECT, unique_name
+from bench.data import LITE_LOCATION, PROJECT, unique_name
 from bench.process_memory import tree_cpu_seconds, tree_rss_by_kind
 from bench.tls_front import TRUST_STORE_PASSWORD
 from bridgectl import fetch
 from bridgectl.local_stack import _free_port
 
 FRONT_LISTEN = "127.0.0.2:443"
+LITE_FRONT_LISTEN = "127.0.0.3:443"
 LOG4J2 = """status = error
 appender.out.type = Console
 appender.out.name = OUT
@@ -52,8 +53,10 @@ class JavaReference:
                 "key.converter": "org.apache.kafka.connect.storage.StringConverter",
                 "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter", **connector}
 
-    def _start(self, name: str, connector: dict[str, str]) -> tuple[subprocess.Popen, Path, int]:
-        """A standalone worker running `connector`: the process, its log and its REST port."""
+    def _start(self, name: str, connector: dict[str, str], classpath: str | None = None,
+               ) -> tuple[subprocess.Popen, Path, int]:
+        """A standalone worker running `connector` (on `classpath`, default Kafka Connect 4's): the process, its log
+        and its REST port."""
         work = self.folder / name
         work.mkdir(parents=True)
         (work / "log4j2.properties").write_text(LOG4J2)
@@ -72,29 +75,39 @@ class JavaReference:
             f"-Djdk.net.hosts.file={self.credentials / 'hosts'}",
             f"-Djavax.net.ssl.trustStore={self.credentials / 'trust.p12'}",
             f"-Djavax.net.ssl.trustStorePassword={TRUST_STORE_PASSWORD}", "-Djavax.net.ssl.trustStoreType=PKCS12",
-            f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}", "-cp", self.classpath,
+            f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}", "-cp", classpath or self.classpath,
             "org.apache.kafka.connect.cli.ConnectStandalone", str(work / "worker.properties"),
             str(work / "connector.properties"),
         ]
         with open(log, "w") as out:
-            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), log, port
+            # The Lite source (1.3.3) does not hand gcp.credentials.file.path to its Lite client, which then looks
+            # for Application Default Credentials: the same key file, as the environment names it.
+            env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(self.credentials / "service-account.json")}
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env), log, port
 
     def sink(self, admin, topic: str, destination: str, records: int, tasks_max: int,
-             warm_up_topic: str | None = None, timeout_s: float = 300) -> dict:
-        """Kafka `topic` (already filled) -> Pub/Sub `destination` with the seed's defaults.
+             warm_up_topic: str | None = None, timeout_s: float = 300, lite: bool = False,
+             warm_up_destination: str | None = None) -> dict:
+        """Kafka `topic` (already filled) -> Pub/Sub `destination` with the seed's defaults (with `lite`, the
+        PubSubLiteSinkConnector to the Lite topic `destination` in LITE_LOCATION).
 
-        With `warm_up_topic`, the worker first moves that topic with a connector of its own, and the row
-        is a second connector added through the worker's REST API to the same JVM, already warm."""
-        name = unique_name("java-sink")
+        With `warm_up_topic`, the worker first moves that topic with a connector of its own (to
+        `warm_up_destination`, default `destination`), and the row is a second connector added through the worker's
+        REST API to the same JVM, already warm."""
+        name = unique_name("java-lite-sink" if lite else "java-sink")
 
-        def config(connector_topic: str) -> dict[str, str]:
-            return {"connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
-                    "tasks.max": str(tasks_max), "topics": connector_topic, "cps.project": PROJECT,
-                    "cps.topic": destination}
+        def config(connector_topic: str, destination: str = destination) -> dict[str, str]:
+            target = ({"connector.class": "com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
+                       "pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
+                       "pubsublite.topic": destination} if lite else
+                      {"connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
+                       "cps.project": PROJECT, "cps.topic": destination})
+            return {**target, "tasks.max": str(tasks_max), "topics": connector_topic}
 
         deadline = time.monotonic() + timeout_s
         worker, log, port = self._start(f"{name}-warm-up" if warm_up_topic else name,
-                                        config(warm_up_topic or topic))
+                                        config(warm_up_topic, warm_up_destination or destination) if warm_up_topic
+                                        else config(topic))
         try:
             if warm_up_topic:
                 _sink_done(admin, worker, log, f"{name}-warm-up", warm_up_topic, deadline)
@@ -104,21 +117,28 @@ class JavaReference:
             _stop(worker)
 
     def source(self, admin, subscription: str, kafka_topic: str, records: int, tasks_max: int,
-               warm_up: tuple[str, str] | None = None, timeout_s: float = 300) -> dict:
-        """Pub/Sub `subscription` (already filled) -> Kafka `kafka_topic` (LogAppendTime) with the seed's defaults.
+               warm_up: tuple[str, str] | None = None, timeout_s: float = 300, lite: bool = False) -> dict:
+        """Pub/Sub `subscription` (already filled) -> Kafka `kafka_topic` (LogAppendTime) with the seed's defaults
+        (with `lite`, the PubSubLiteSourceConnector from the Lite subscription in LITE_LOCATION).
 
         With `warm_up` (a filled subscription, a Kafka topic), the worker first moves that with a connector
         of its own, and the row is a second connector added through the REST API to the same, warm JVM."""
-        name = unique_name("java-source")
+        name = unique_name("java-lite-source" if lite else "java-source")
 
         def config(connector_subscription: str, connector_topic: str) -> dict[str, str]:
-            return {"connector.class": "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
-                    "tasks.max": str(tasks_max), "cps.project": PROJECT,
-                    "cps.subscription": connector_subscription.rsplit("/", 1)[-1], "kafka.topic": connector_topic}
+            short = connector_subscription.rsplit("/", 1)[-1]
+            origin = ({"connector.class": "com.google.pubsublite.kafka.source.PubSubLiteSourceConnector",
+                       "pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
+                       "pubsublite.subscription": short} if lite else
+                      {"connector.class": "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
+                       "cps.project": PROJECT, "cps.subscription": short})
+            return {**origin, "tasks.max": str(tasks_max), "kafka.topic": connector_topic}
 
         deadline = time.monotonic() + timeout_s
+        # The Lite source's client calls a ConsumerRecord constructor that Kafka 4 removed: a 3.9 worker for it.
         worker, log, port = self._start(f"{name}-warm-up" if warm_up else name,
-                                        config(*(warm_up or (subscription, kafka_topic))))
+                                        config(*(warm_up or (subscription, kafka_topic))),
+                                        str(fetch.kafka_connect_3_jars() / "*") if lite else None)
         try:
             if warm_up:
                 _source_done(admin, worker, log, warm_up[1], records, deadline)
@@ -235,9 +255,13 @@ def _stop(worker: subprocess.Popen) -> None:
 
 @contextmanager
 def java_reference(folder: Path) -> Iterator[JavaReference]:
-    """The TLS front in front of the stack's pstest, and a JavaReference using it."""
+    """The TLS fronts in front of the stack's pstest and Lite server, and a JavaReference using them."""
+    # The Lite connectors reach the stack's Lite server (TLS, its own certificate) as LITE_LOCATION's region.
     front = subprocess.Popen([sys.executable, "-m", "bench.tls_front", "--dir", str(folder / "tls"),
-                              "--upstream", os.environ["PUBSUB_EMULATOR_HOST"], "--listen", FRONT_LISTEN],
+                              "--upstream", os.environ["PUBSUB_EMULATOR_HOST"], "--listen", FRONT_LISTEN,
+                              "--lite-upstream", os.environ["PUBSUBLITE_API_ENDPOINT"],
+                              "--lite-ca", os.environ["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"],
+                              "--lite-region", LITE_LOCATION.rsplit("-", 1)[0], "--lite-listen", LITE_FRONT_LISTEN],
                              stdout=subprocess.PIPE, text=True)
     try:
         ready = front.stdout.readline()

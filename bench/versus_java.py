@@ -1,12 +1,16 @@
-"""The Cloud Pub/Sub sink against a warm Java worker, side by side in one run (about 6 minutes on 2 cores):
+"""A connector against the released Java one on a warm worker, side by side in one run (about 6 minutes on 2 cores):
 
-    python -m bench.versus_java [--records 100000] [--sizes 100,1024]
+    python -m bench.versus_java [--records 100000] [--sizes 100,1024] [--connector cloud-sink|lite]
 
-On one fresh stack, for each record size: the released Java connector's sink (tasks.max=2, seed defaults) on a
+On one fresh stack, for each record size: the released Java connector (1.3.3, tasks.max=2, seed defaults) on a
 warm Kafka Connect worker (bench.java_reference), then ours at seed defaults in one micro-batch on the classic
 engine and on the warm Spark Connect engine (bench.throughput, after its untimed warm-up batch). Prints one table
-of ratios (throughput, CPU per record, peak memory) and writes bench/versus_java.json. `python -m bench` measures
-the same rows among all the others; this part is the quick check of the speed targets.
+of ratios (throughput, CPU per record, peak memory) and writes bench/versus_java.json (`lite`:
+bench/versus_java_lite.json).
+- cloud-sink: the Cloud Pub/Sub sink. `python -m bench` measures the same rows among all the others.
+- lite: the Pub/Sub Lite sink (Kafka -> a 4-partition Lite topic) and then the Lite source (that topic's
+  subscription -> Kafka). The Java Lite connectors reach the stack's Lite server through bench.tls_front as the
+  location's regional endpoint; the Java source reads what the Java sink published, ours what ours did.
 """
 
 from __future__ import annotations
@@ -25,14 +29,17 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
-from bench.data import kafka_topic, pubsub_topic, unique_name
+from bench.data import kafka_topic, lite_topic, pubsub_topic, unique_name
 from bench.java_reference import java_reference
 
-RESULTS = Path(__file__).resolve().parent / "versus_java.json"
-CONNECTOR = "CloudPubSubSinkConnector"
+HERE = Path(__file__).resolve().parent
+# --connector: (our connectors measured, the results file)
+CONNECTORS = {"cloud-sink": (("CloudPubSubSinkConnector",), HERE / "versus_java.json"),
+              "lite": (("PubSubLiteSinkConnector", "PubSubLiteSourceConnector"), HERE / "versus_java_lite.json")}
 
 
-def java_warm_sink(size: int, records: int) -> dict:
+def _java_rows(connector: str, size: int, records: int) -> dict[str, dict]:
+    """The Java rows of `connector` (cloud-sink, lite) for one size, by our connector's name."""
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
 
@@ -42,33 +49,47 @@ def java_warm_sink(size: int, records: int) -> dict:
     with java_reference(folder) as reference:
         topic = kafka_topic(unique_name(f"java-{size}"), 4, records, size)
         warm_up = kafka_topic(unique_name(f"java-warm-up-{size}"), 4, records, size)
-        fresh_pubsub()
-        destination, _ = pubsub_topic(unique_name("java-sink"), subscribe=False)
-        return reference.sink(admin, topic, destination.rsplit("/", 1)[-1], records, tasks_max=2,
-                              warm_up_topic=warm_up)
+        if connector == "cloud-sink":
+            fresh_pubsub()
+            destination, _ = pubsub_topic(unique_name("java-sink"), subscribe=False)
+            return {"CloudPubSubSinkConnector": reference.sink(admin, topic, destination.rsplit("/", 1)[-1], records,
+                                                               tasks_max=2, warm_up_topic=warm_up)}
+        # Lite: the sink's row fills `row_topic`'s subscription, its warm-up `warm_topic`'s; the source's warm-up
+        # then reads the latter, its row the former.
+        (row_topic, row_subscription), (warm_topic, warm_subscription) = (
+            lite_topic(unique_name(f"java-lite-{kind}-{size}"), 4) for kind in ("row", "warm-up"))
+        rows = {"PubSubLiteSinkConnector": reference.sink(admin, topic, row_topic.name, records, tasks_max=2,
+                                                          warm_up_topic=warm_up, lite=True,
+                                                          warm_up_destination=warm_topic.name)}
+        back, warm_back = (unique_name(f"java-lite-back-{kind}") for kind in ("row", "warm-up"))
+        for name in (back, warm_back):
+            admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
+        rows["PubSubLiteSourceConnector"] = reference.source(admin, str(row_subscription), back, records, tasks_max=2,
+                                                             warm_up=(str(warm_subscription), warm_back), lite=True)
+        return rows
 
 
-def ours(engine: str, sizes: str, records: int) -> list[dict]:
+def ours(connectors: tuple[str, ...], engine: str, sizes: str, records: int) -> list[dict]:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([sys.executable, "-m", "bench.throughput", "--engine", engine, "--records", str(records),
-                        "--sizes", sizes, "--only", CONNECTOR, "--out", out.name], check=True)
+                        "--sizes", sizes, "--only", ",".join(connectors), "--out", out.name], check=True)
         rows = json.loads(Path(out.name).read_text())["rows"]
-    return [r for r in rows if r["settings"] == "seed defaults"]
+    return [r for r in rows if r["settings"] == "seed defaults" and r["connector"] in connectors]
 
 
 def render(results: dict) -> str:
     lines = [f"Measured {results['date']} on {results['cores']} cores, {results['records']:,} records per row, "
-             "4 partitions, seed defaults; Java: the 1.3.3 sink, tasks.max=2, on a warm worker.", "",
-             "| size | engine | ours records/s | Java records/s | × Java | ours CPU s per 100k | Java CPU s per 100k "
-             "| CPU ÷ Java's | ours peak MB | Java peak MB | memory ÷ Java's |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "4 partitions, seed defaults; Java: the 1.3.3 connector, tasks.max=2, on a warm worker.", "",
+             "| connector | size | engine | ours records/s | Java records/s | × Java | ours CPU s per 100k "
+             "| Java CPU s per 100k | CPU ÷ Java's | ours peak MB | Java peak MB | memory ÷ Java's |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in results["ours"]:
-        java = results["java"][str(row["size"])]
+        java = results["java"][str(row["size"])][row["connector"]]
         rate, java_rate = row["records"] / row["seconds"], java["records"] / java["seconds"]
         cpu, java_cpu = row["cpu_s"] * 100_000 / row["records"], java["cpu_per_100k"]
-        lines.append(f"| {row['size']} B | {row['engine']} | {rate:,.0f} | {java_rate:,.0f} | {rate / java_rate:.2f} | "
-                     f"{cpu:.2f} | {java_cpu:.2f} | {cpu / java_cpu:.2f} | {row['peak_mb']:,} | {java['peak_mb']:,} | "
-                     f"{row['peak_mb'] / java['peak_mb']:.2f} |")
+        lines.append(f"| {row['connector']} | {row['size']} B | {row['engine']} | {rate:,.0f} | {java_rate:,.0f} | "
+                     f"{rate / java_rate:.2f} | {cpu:.2f} | {java_cpu:.2f} | {cpu / java_cpu:.2f} | "
+                     f"{row['peak_mb']:,} | {java['peak_mb']:,} | {row['peak_mb'] / java['peak_mb']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -76,18 +97,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--sizes", default="100,1024")
+    parser.add_argument("--connector", choices=sorted(CONNECTORS), default="cloud-sink")
     args = parser.parse_args()
+    connectors, out = CONNECTORS[args.connector]
     console = Console(stderr=True)
     results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
                "java": {}, "ours": []}
     with bench_stack():
         for size in [int(s) for s in args.sizes.split(",")]:
-            console.print(f"the Java sink on a warm worker, {size} B ...")
-            results["java"][str(size)] = java_warm_sink(size, args.records)
+            console.print(f"the Java connector ({args.connector}) on a warm worker, {size} B ...")
+            results["java"][str(size)] = _java_rows(args.connector, size, args.records)
         for engine in ("classic", "connect"):
             console.print(f"ours on the {engine} engine ...")
-            results["ours"] += ours(engine, args.sizes, args.records)
-    RESULTS.write_text(json.dumps(results, indent=1))
+            results["ours"] += ours(connectors, engine, args.sizes, args.records)
+    out.write_text(json.dumps(results, indent=1))
     Console().print(Markdown(render(results)))
 
 

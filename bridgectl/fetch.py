@@ -121,6 +121,15 @@ def kafka_connect_jars() -> Path:
     return target
 
 
+def kafka_connect_3_jars() -> Path:
+    """Kafka Connect 3.9's classpath: the released Java Lite source (1.3.3) calls a ConsumerRecord constructor that
+    Kafka 4 removed (NoSuchMethodError on a 4.x worker), so its reference row runs on a 3.9 worker."""
+    target = cache_dir() / "kafka-connect-3-libs"
+    if not target.is_dir():
+        _copy_maven_dependencies("Kafka Connect 3.9.2", STACK_FILES / "maven" / "kafka-connect-3.pom.xml", target)
+    return target
+
+
 def pubsub_java_connector_plugin() -> Path:
     """A Kafka Connect plugin folder holding the released Java Pub/Sub connector (63 MB, shaded)."""
     target = cache_dir() / "pubsub-java-connector"

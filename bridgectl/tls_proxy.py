@@ -28,23 +28,35 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def serve(listen: str, upstream: str, cert_file: str, key_file: str,
-                on_ready: Callable[[], None] = lambda: print("ready", flush=True)) -> None:
+async def start_front(listen: str, upstream: str, cert_file: str, key_file: str,
+                      upstream_ca: str | None = None) -> asyncio.Server:
+    """A listening TLS front (ALPN h2) piping to `upstream`: plaintext, or TLS trusting `upstream_ca` (a gRPC server
+    that only speaks TLS, as the local Lite server)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_file, key_file)
     context.set_alpn_protocols(["h2"])
     up_host, up_port = upstream.rsplit(":", 1)
+    up_tls = None
+    if upstream_ca is not None:
+        up_tls = ssl.create_default_context(cafile=upstream_ca)
+        up_tls.set_alpn_protocols(["h2"])
 
     async def connection(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         try:
-            server_reader, server_writer = await asyncio.open_connection(up_host, int(up_port))
-        except OSError:
+            server_reader, server_writer = await asyncio.open_connection(
+                up_host, int(up_port), ssl=up_tls, server_hostname=up_host if up_tls else None)
+        except (OSError, ssl.SSLError):
             client_writer.close()
             return
         await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
 
     host, port = listen.rsplit(":", 1)
-    server = await asyncio.start_server(connection, host, int(port), ssl=context)
+    return await asyncio.start_server(connection, host, int(port), ssl=context)
+
+
+async def serve(listen: str, upstream: str, cert_file: str, key_file: str,
+                on_ready: Callable[[], None] = lambda: print("ready", flush=True)) -> None:
+    server = await start_front(listen, upstream, cert_file, key_file)
     on_ready()
     async with server:
         await server.serve_forever()
