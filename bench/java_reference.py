@@ -147,6 +147,24 @@ class JavaReference:
         finally:
             _stop(worker)
 
+    def lite_rows(self, admin, topic: str, warm_up_topic: str, records: int, size: int) -> dict[str, dict]:
+        """The Lite sink (Kafka `topic` -> a 4-partition Lite topic) and then the Lite source (that topic's
+        subscription -> Kafka), tasks.max=2, on warm workers: the sink's warm-up (`warm_up_topic`) and row each fill a
+        Lite subscription of their own, which the source's warm-up and row then read."""
+        from bench.data import lite_topic
+
+        (row_topic, row_subscription), (warm_topic, warm_subscription) = (
+            lite_topic(unique_name(f"java-lite-{kind}-{size}"), 4) for kind in ("row", "warm-up"))
+        rows = {"lite_sink_2_warm": self.sink(admin, topic, row_topic.name, records, tasks_max=2,
+                                              warm_up_topic=warm_up_topic, lite=True,
+                                              warm_up_destination=warm_topic.name)}
+        back, warm_back = (unique_name(f"java-lite-back-{kind}") for kind in ("row", "warm-up"))
+        for name in (back, warm_back):
+            admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
+        rows["lite_source_2_warm"] = self.source(admin, str(row_subscription), back, records, tasks_max=2,
+                                                 warm_up=(str(warm_subscription), warm_back), lite=True)
+        return rows
+
 
 def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, records: int,
                  deadline: float) -> dict:

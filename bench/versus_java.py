@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
-from bench.data import kafka_topic, lite_topic, pubsub_topic, unique_name
+from bench.data import kafka_topic, pubsub_topic, unique_name
 from bench.java_reference import java_reference
 
 HERE = Path(__file__).resolve().parent
@@ -54,19 +54,9 @@ def _java_rows(connector: str, size: int, records: int) -> dict[str, dict]:
             destination, _ = pubsub_topic(unique_name("java-sink"), subscribe=False)
             return {"CloudPubSubSinkConnector": reference.sink(admin, topic, destination.rsplit("/", 1)[-1], records,
                                                                tasks_max=2, warm_up_topic=warm_up)}
-        # Lite: the sink's row fills `row_topic`'s subscription, its warm-up `warm_topic`'s; the source's warm-up
-        # then reads the latter, its row the former.
-        (row_topic, row_subscription), (warm_topic, warm_subscription) = (
-            lite_topic(unique_name(f"java-lite-{kind}-{size}"), 4) for kind in ("row", "warm-up"))
-        rows = {"PubSubLiteSinkConnector": reference.sink(admin, topic, row_topic.name, records, tasks_max=2,
-                                                          warm_up_topic=warm_up, lite=True,
-                                                          warm_up_destination=warm_topic.name)}
-        back, warm_back = (unique_name(f"java-lite-back-{kind}") for kind in ("row", "warm-up"))
-        for name in (back, warm_back):
-            admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
-        rows["PubSubLiteSourceConnector"] = reference.source(admin, str(row_subscription), back, records, tasks_max=2,
-                                                             warm_up=(str(warm_subscription), warm_back), lite=True)
-        return rows
+        lite = reference.lite_rows(admin, topic, warm_up, records, size)
+        return {"PubSubLiteSinkConnector": lite["lite_sink_2_warm"],
+                "PubSubLiteSourceConnector": lite["lite_source_2_warm"]}
 
 
 def ours(connectors: tuple[str, ...], engine: str, sizes: str, records: int) -> list[dict]:
