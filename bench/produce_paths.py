@@ -75,6 +75,7 @@ def main() -> None:
                     path = "produce_batch, no timestamps" if batch else "produce per record (the source's)"
                     print(f"| {size} B | {path} | {args.records / wall:,.0f} | {cpu * 100_000 / args.records:.2f} |",
                           flush=True)
+                    del producer  # closed before the next row's (and before Kafka stops)
         finally:
             stack.down(only=("kafka",), log=lambda line: None)
 

@@ -194,7 +194,12 @@ class DagsterDev:
 
 
 def kinesis_client():
-    return boto3.client("kinesis", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    # moto's GetRecords iterates a shard's records while a PutRecords from another request thread adds to them, and
+    # answers 500 ("OrderedDict mutated during iteration") when they meet: a reader beside a running sink retries.
+    from botocore.config import Config
+
+    return boto3.client("kinesis", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        config=Config(retries={"max_attempts": 10, "mode": "standard"}))
 
 
 def create_kinesis_stream(name: str, shards: int) -> None:
