@@ -27,7 +27,7 @@ from typing import Callable
 
 from bridgectl import fetch, spark_servers
 from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_config
-from bridgectl.processes import process_start_ticks
+from connectors.processes import process_start_ticks
 
 DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 19094, "kafka_target_controller": 19095,
                  "pubsub": 18085, "pubsublite": 18086, "s3": 15000, "pulsar": 16650, "pulsar_web": 18090,

@@ -24,4 +24,6 @@ def default_dagster_home() -> Path:
 
 
 def log4j2_config() -> Path:
-    return STACK_FILES / "log4j2.properties"
+    from connectors.jvm_logging import LOG4J2_CONFIG
+
+    return LOG4J2_CONFIG

@@ -32,7 +32,7 @@ from typing import Iterator
 from dagster import DagsterInstance
 from dagster._utils.concurrency import ConcurrencyKeyInfo
 
-from bridgectl.processes import process_start_ticks
+from connectors.processes import process_start_ticks
 
 STEP_KEY = "bridge-batch"
 

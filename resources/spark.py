@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Iterator
 from dagster import ConfigurableResource, DagsterInstance, InitResourceContext, get_dagster_logger
 from pydantic import Field, PrivateAttr
 
-from bridgectl.paths import log4j2_config
+from connectors.jvm_logging import LOG4J2_CONFIG
 
 if TYPE_CHECKING:  # pyspark is imported by runs, not by the code location's load
     from pyspark.sql import SparkSession
@@ -56,7 +56,7 @@ class SparkResource(ConfigurableResource):
             return shared_connect_session(self._remote_url(), store)
         if self.remote:  # outside a Dagster run (bench, tests): a session of this process's own
             return get_spark_session([], remote=self._remote_url())
-        return get_spark_session([], master=self.master, log4j2_config=str(log4j2_config()))
+        return get_spark_session([], master=self.master, log4j2_config=str(LOG4J2_CONFIG))
 
     def _run_tag(self) -> str:
         return f"dagster-run-{self._run_id or 'none'}"

@@ -6,7 +6,7 @@ import pytest
 
 from bridgectl import fetch
 from bridgectl.local_stack import SERVICES, LocalStack
-from bridgectl.processes import process_start_ticks
+from connectors.processes import process_start_ticks
 
 
 def test_a_missing_tool_is_one_line_naming_what_to_install(monkeypatch):
