@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.errors import BatchError
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema, Struct
 from connectors.kafka_connect.registry import avro_data, protobuf_data
 

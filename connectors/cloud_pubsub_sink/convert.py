@@ -15,7 +15,8 @@ from typing import Any
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.kafka.record import KafkaRecord, RecordError
 from connectors.kafka_connect.bytes_text import BASE64, bytes_to_text
-from connectors.kafka_connect.converters import ConversionError, value_to_json
+from connectors.kafka_connect.converters import value_to_json
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_string
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from connectors.config.common import ConnectorConfig, ConverterClass, ConverterKeys, GcpCredentialsKeys
-from connectors.kafka_connect.converters import BYTE_ARRAY_CONVERTER, STRING_CONVERTER
+from connectors.kafka_connect.converter_classes import BYTE_ARRAY_CONVERTER, STRING_CONVERTER
 
 DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
 ORDERING_KEY = "orderingKey"  # kafka.key.attribute value that means "use the ordering key"

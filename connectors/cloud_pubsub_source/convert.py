@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from connectors.cloud_pubsub_source.config import ORDERING_KEY, CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.partitioning import Partitioner
 from connectors.errors import BatchError
-from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, StringConverter
+from connectors.kafka_connect.converters import ByteArrayConverter, StringConverter
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
 
 MESSAGE_FIELD = "message"

@@ -8,9 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from connectors.kafka_connect.converters import (
-    BYTE_ARRAY_CONVERTER, KNOWN_CONVERTERS, REGISTRY_CONVERTERS, converter_for,
-)
+from connectors.kafka_connect.converter_classes import BYTE_ARRAY_CONVERTER, KNOWN_CONVERTERS, REGISTRY_CONVERTERS
+from connectors.kafka_connect.converters import converter_for
 from connectors.kafka_connect.registry.settings import KeyRegistryKeys, ValueRegistryKeys, registry_settings
 
 # Kafka Connect framework keys that a connector .properties file may carry and that are not the connector's own

@@ -13,23 +13,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from connectors.kafka_connect.converter_classes import (
+    BYTE_ARRAY_CONVERTER, JSON_CONVERTER, KNOWN_CONVERTERS, REGISTRY_CONVERTERS, STRING_CONVERTER,
+)
 from connectors.kafka_connect.data import (
     DECIMAL, OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct, from_physical, is_logical, to_physical,
 )
-
-STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
-BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
-JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
-# Confluent's Schema Registry converters (connectors.kafka_connect.registry).
-AVRO_CONVERTER = "io.confluent.connect.avro.AvroConverter"
-PROTOBUF_CONVERTER = "io.confluent.connect.protobuf.ProtobufConverter"
-JSON_SCHEMA_CONVERTER = "io.confluent.connect.json.JsonSchemaConverter"
-REGISTRY_CONVERTERS = (AVRO_CONVERTER, PROTOBUF_CONVERTER, JSON_SCHEMA_CONVERTER)
-KNOWN_CONVERTERS = (STRING_CONVERTER, BYTE_ARRAY_CONVERTER, JSON_CONVERTER, *REGISTRY_CONVERTERS)
-
-
-class ConversionError(ValueError):
-    """A record's bytes do not fit the converter (a poison record, not a bug)."""
+from connectors.kafka_connect.errors import ConversionError
 
 
 class Converter(Protocol):

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException
 
 from connectors.arrow_rows import rows_batch
 from connectors.errors import BatchError
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka.connection import refused_for_good
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig

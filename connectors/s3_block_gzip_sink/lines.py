@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from connectors.errors import BatchError
-from connectors.kafka_connect.converters import ByteArrayConverter, ConversionError, value_to_json
+from connectors.kafka_connect.converters import ByteArrayConverter, value_to_json
+from connectors.kafka_connect.errors import ConversionError
 
 
 class LineError(BatchError, ValueError):

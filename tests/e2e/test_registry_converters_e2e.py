@@ -132,7 +132,7 @@ def test_a_source_writes_bytes_that_confluents_own_deserializers_read(stack, fmt
 
 
 def test_bad_input_is_a_conversion_error_naming_what_is_wrong_and_never_the_credentials(stack, unique):
-    from connectors.kafka_connect.converters import ConversionError
+    from connectors.kafka_connect.errors import ConversionError
     from connectors.kafka_connect.registry.wire import header
 
     converter = CloudPubSubSinkConfig.model_validate(
@@ -188,7 +188,7 @@ def test_an_avro_topic_moves_through_the_cloud_sink_bridge_and_bad_records_are_d
 
 
 def test_use_latest_version_writes_with_the_subjects_latest_schema_and_lookup_needs_it_registered(stack, unique):
-    from connectors.kafka_connect.converters import ConversionError
+    from connectors.kafka_connect.errors import ConversionError
     from connectors.kafka_connect.data import OPTIONAL_STRING
     from connectors.kafka_connect.registry.wire import split_header
     from tests.e2e.registry_records import registry

@@ -7,7 +7,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from connectors.kinesis_sink.config import MAX_BYTES_PER_REQUEST, MAX_RECORDS_PER_REQUEST
-from connectors.kinesis_sink.write import SHARD_LIST_KEPT_S, KinesisPutter, KinesisRefused, kept_shard_hash_keys
+from connectors.kinesis_sink.write import (
+    SHARD_LIST_KEPT_S, KinesisPutter, KinesisRefused, kept_shard_hash_keys,
+)
 
 
 class ScriptedKinesis:

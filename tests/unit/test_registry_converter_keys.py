@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from connectors.config.bridges_file import BridgeConfigError, load_bridges
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.registry.settings import RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY
 from connectors.kafka_connect.registry.wire import (
     header, message_indexes, split_header, split_message_indexes, subject_name,

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from fastavro import parse_schema, schemaless_writer
 
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.errors import ConversionError
 
 from connectors.kafka_connect.data import DATE, DECIMAL, TIMESTAMP, Field, Schema, Struct, decimal_schema
 from connectors.kafka_connect.registry import avro_data, json_schema_data, protobuf_data

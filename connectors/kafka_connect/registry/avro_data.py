@@ -17,7 +17,7 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import (
     DATE, DECIMAL, LOGICAL_TYPES, TIME, TIMESTAMP, Field, Schema, Struct, decimal_schema,
 )

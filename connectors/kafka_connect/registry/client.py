@@ -6,7 +6,7 @@ import re
 import threading
 from typing import Any, Callable, TypeVar
 
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.registry.settings import RegistrySettings
 
 _clients: dict[tuple, Any] = {}

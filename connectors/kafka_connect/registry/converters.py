@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectors.kafka_connect.converters import AVRO_CONVERTER, JSON_SCHEMA_CONVERTER, PROTOBUF_CONVERTER, ConversionError
+from connectors.kafka_connect.converter_classes import AVRO_CONVERTER, JSON_SCHEMA_CONVERTER, PROTOBUF_CONVERTER
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema
 from connectors.kafka_connect.registry import avro_data, json_schema_data, protobuf_data
 from connectors.kafka_connect.registry.client import call_registry, registry_client

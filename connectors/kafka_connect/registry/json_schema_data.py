@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import (
     DATE, DECIMAL, LOGICAL_TYPES, TIME, TIMESTAMP, Field, Schema, Struct, from_physical, to_physical,
 )

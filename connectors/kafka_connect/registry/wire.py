@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from connectors.kafka_connect.converters import ConversionError
+from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.registry.settings import (
     RECORD_NAME_STRATEGY, TOPIC_NAME_STRATEGY, RegistrySettings,
 )
