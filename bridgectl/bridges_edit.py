@@ -1,17 +1,25 @@
-"""Adding and removing entries of the bridges file as text, so its comments and layout stay as written: an
-entry is cut out by the lines YAML's composer says it spans, and a new one is written after the last entry
-with the same indentation. The result must load as a whole (every bridge validated) before it replaces
-the file, atomically; otherwise nothing is written."""
+"""Adding and removing entries of the bridges file with a round-trip YAML library (ruamel.yaml), so its comments,
+order and quoting stay as written, whether the `bridges:` list is written in block or in flow style (the empty
+`bridges: []` included). The result must load as a whole (every bridge validated) before it replaces the file,
+atomically; otherwise nothing is written.
+
+ruamel keeps a comment that follows a block collection on its deepest last key, so the comments that close the
+list ("# the end") would stay above an entry appended after them, or go with the last entry when it is removed:
+those are moved to the list's new last entry."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import CommentMark, YAMLError
+from ruamel.yaml.tokens import CommentToken
 
 from connectors.config.bridges_file import BridgeConfigError, load_bridges
 from connectors.plugins import plugin_for
@@ -19,32 +27,91 @@ from connectors.plugins import plugin_for
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_.-]*:[^}]*\}$")  # ${provider:path:key} or ${env:VAR}
 
 
-def _entries(text: str, path: Path) -> list[yaml.MappingNode]:
-    root = yaml.compose(text)
-    if root is None or not isinstance(root, yaml.MappingNode):
+def _round_trip() -> YAML:
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 120
+    yaml.indent(mapping=2, sequence=4, offset=2)  # `  - name:` under `bridges:`, as the shipped file is written
+    return yaml
+
+
+def _load(path: Path) -> tuple[CommentedMap, CommentedSeq]:
+    """The document and its `bridges` list (made a block list: an empty or flow-style one too)."""
+    try:
+        doc = _round_trip().load(path.read_text())
+    except YAMLError as exc:
+        raise BridgeConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, CommentedMap) or "bridges" not in doc:
         raise BridgeConfigError(f"{path}: expected a top-level 'bridges:' list")
-    for key, value in root.value:
-        if key.value == "bridges" and isinstance(value, yaml.SequenceNode):
-            return value.value
-        if key.value == "bridges" and value.tag == "tag:yaml.org,2002:null":  # every entry removed
-            return []
-    raise BridgeConfigError(f"{path}: expected a top-level 'bridges:' list")
+    if doc["bridges"] is None:  # `bridges:` with every entry removed
+        doc["bridges"] = CommentedSeq()
+    entries = doc["bridges"]
+    if not isinstance(entries, CommentedSeq):
+        raise BridgeConfigError(f"{path}: expected a top-level 'bridges:' list")
+    token = _slot_token((doc, "bridges"))
+    if (entries.fa.flow_style() or not entries) and token is not None and "\n" in token.value.rstrip("\n"):
+        # `bridges: [...]  # a comment` and comment lines after it: those lines close the list.
+        own, after = token.value.split("\n", 1)
+        token.value = own + "\n"  # the same token: it keeps its column, on the key's line
+        if entries:
+            _set_closing(doc, entries, _closing(doc, entries) + after)
+        else:
+            doc.ca.end = [CommentToken(after, CommentMark(0), None), *(doc.ca.end or [])]
+    if entries and entries.fa.flow_style():
+        if token is not None and token.value.strip():  # the key's own comment, no longer after a long flow list
+            doc.ca.items["bridges"][2] = CommentToken(token.value.lstrip(" "), CommentMark(len("bridges:  ")), None)
+        entries.fa.set_block_style()
+    return doc, entries
 
 
-def _name_of(node: yaml.MappingNode) -> str | None:
-    for key, value in node.value:
-        if key.value == "name" and isinstance(value, yaml.ScalarNode):
-            return value.value
-    return None
+def _dump(doc: CommentedMap) -> str:
+    out = io.StringIO()
+    _round_trip().dump(doc, out)
+    return out.getvalue()
 
 
-def _end_line(node: yaml.Node) -> int:
-    """The first line after the node. A block collection ends where its last value ends (its own end mark is
-    where the next token starts, past any comment lines that follow it)."""
-    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.value and not node.flow_style:
-        last = node.value[-1]
-        return _end_line(last[1] if isinstance(node, yaml.MappingNode) else last)
-    return node.end_mark.line + (1 if node.end_mark.column > 0 else 0)
+def _closing_slot(parent: Any, key: Any) -> tuple[Any, Any]:
+    """(collection, key) whose comment slot holds the lines after `parent[key]`: the deepest last key of a block
+    collection, else the key itself (a scalar, a flow collection)."""
+    slot, node = (parent, key), parent[key]
+    while (_slot_token(slot) is None and isinstance(node, (CommentedMap, CommentedSeq)) and len(node)
+           and not node.fa.flow_style()):
+        key = list(node)[-1] if isinstance(node, CommentedMap) else len(node) - 1
+        slot, node = (node, key), node[key]
+    return slot
+
+
+def _closing(doc: CommentedMap, entries: CommentedSeq) -> str:
+    """The comment lines that close the list (after its last entry, or after `bridges: []`), as text that starts
+    with the end of the line before them."""
+    if entries:
+        token = _slot_token(_closing_slot(entries, len(entries) - 1))
+        return token.value if token is not None else "\n"
+    return "\n" + "".join(token.value for token in doc.ca.end or [])
+
+
+def _set_closing(doc: CommentedMap, entries: CommentedSeq, text: str) -> None:
+    if entries:
+        _set_slot(_closing_slot(entries, len(entries) - 1), text)
+    else:  # after `bridges: []` (a comment held on the key would be written between it and its `[]`)
+        doc.ca.end = [CommentToken(text.lstrip("\n"), CommentMark(0), None)] if text.strip() else None
+
+
+def _slot_token(slot: tuple[Any, Any]) -> CommentToken | None:
+    node, key = slot
+    item = node.ca.items.get(key)
+    return item[2 if isinstance(node, CommentedMap) else 0] if item else None
+
+
+def _set_slot(slot: tuple[Any, Any], text: str) -> None:
+    """The lines after the slot's key: `text` starts with the end of the key's own line."""
+    node, key = slot
+    item = node.ca.items.setdefault(key, [None, None, None, None])
+    item[2 if isinstance(node, CommentedMap) else 0] = CommentToken(text, CommentMark(0), None) if text != "\n" else None
+
+
+def _name_of(entry: Any) -> str | None:
+    return entry.get("name") if isinstance(entry, dict) else None
 
 
 def check_no_plain_secrets(connector: str | None, keys: dict[str, Any]) -> None:
@@ -58,39 +125,40 @@ def check_no_plain_secrets(connector: str | None, keys: dict[str, Any]) -> None:
 
 
 def add_entry(path: Path, entry: dict[str, Any]) -> None:
-    text = path.read_text()
-    entries = _entries(text, path)
+    doc, entries = _load(path)
     name = entry["name"]
-    if any(_name_of(node) == name for node in entries):
+    if any(_name_of(e) == name for e in entries):
         raise BridgeConfigError(f"{path}: a bridge named {name!r} exists already")
     check_no_plain_secrets(entry.get("connector"), entry.get("config") or {})
-    lines = text.splitlines(keepends=True)
-    if entries:
-        indent, at = entries[-1].start_mark.column - 2, _end_line(entries[-1])
-    else:
-        indent, at = 2, len(lines)
-    while at > 0 and not lines[at - 1].strip():  # after the last entry's own lines, not after blank ones
-        at -= 1
-    block = yaml.safe_dump([entry], sort_keys=False, default_flow_style=False, width=120)
-    block = "".join(" " * indent + line if line.strip() else line for line in block.splitlines(keepends=True))
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    _replace_checked(path, "".join([*lines[:at], "\n", block, *lines[at:]]))
+    new = _round_trip().load(_dump(CommentedMap(entries=[entry])))["entries"][0]  # block style throughout
+    closing = _closing(doc, entries)
+    _set_closing(doc, entries, "\n\n")  # a blank line between the last entry and the new one
+    entries.fa.set_block_style()
+    entries.append(new)
+    _set_slot(_closing_slot(entries, len(entries) - 1), closing)
+    _replace_checked(path, _dump(doc))
 
 
 def remove_entry(path: Path, name: str) -> None:
-    text = path.read_text()
-    matches = [node for node in _entries(text, path) if _name_of(node) == name]
+    doc, entries = _load(path)
+    matches = [i for i, e in enumerate(entries) if _name_of(e) == name]
     if not matches:
         raise BridgeConfigError(f"{path}: no bridge named {name!r}")
-    node = matches[0]
-    lines = text.splitlines(keepends=True)
-    start, end, dash = node.start_mark.line, _end_line(node), node.start_mark.column - 2
-    while start > 0 and lines[start - 1].startswith(" " * dash + "#"):  # its own comment lines above it
-        start -= 1
-    while end < len(lines) and not lines[end].strip():  # the blank lines that separated it
-        end += 1
-    _replace_checked(path, "".join([*lines[:start], *lines[end:]]))
+    index = matches[0]
+    closing = _closing(doc, entries)
+    del entries[index]  # its own comment lines above it go with it
+    if index == len(entries):  # it was the last: the list's closing comments stay at its end
+        _set_closing(doc, entries, closing)
+    if not entries:
+        entries.fa.set_flow_style()  # `bridges: []`, its comment after it
+    if index == 0:  # the first entry's own comment lines are the list's start comment
+        first = entries.ca.items.get(0)
+        start = [t for t in (first[1] or []) if t.value.strip()] if first else []
+        entries.ca.comment = [None, start or None]
+        doc.ca.items.setdefault("bridges", [None, None, None, None])[3] = start or None
+        if first:
+            first[1] = None
+    _replace_checked(path, _dump(doc))
 
 
 def _replace_checked(path: Path, text: str) -> None:

@@ -1,9 +1,10 @@
-"""`bridgectl bridges add/remove` edit the bridges file as text: comments stay, and nothing is written unless
+"""`bridgectl bridges add/remove` edit the bridges file with a round-trip YAML library: comments stay, and nothing is written unless
 the whole file still loads."""
 
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,31 @@ def test_a_removed_bridge_leaves_the_others_and_their_comments(tmp_path):
         remove_entry(path, "second")
     add_entry(path, NEW)  # into the emptied list
     assert [b.name for b in load_bridges(path)] == ["third"] and "# the end" in path.read_text()
+
+
+@pytest.mark.parametrize("listing", ["bridges: []  # none yet\n", "bridges: [{name: first, connector: "
+                                     "S3BlockGzipSinkConnector, config: {topics: a, s3.bucket: bkt}}]\n"])
+def test_a_bridge_is_added_to_an_empty_or_flow_style_list(tmp_path, listing):
+    path = tmp_path / "bridges.yaml"
+    path.write_text("# ours\n" + listing + "# after the list\n")
+    add_entry(path, NEW)
+    before = ["first"] if "first" in listing else []
+    assert [b.name for b in load_bridges(path)] == [*before, "third"]
+    text = path.read_text()
+    assert text.startswith("# ours\n") and text.endswith("# after the list\n")
+    assert ("# none yet" in text) == ("none yet" in listing)
+    remove_entry(path, "third")
+    assert [b.name for b in load_bridges(path)] == before and text.endswith("# after the list\n")
+
+
+def test_the_shipped_file_changes_only_by_the_added_entry(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    shipped = (root / "bridges.yaml").read_text()
+    (tmp_path / "config").symlink_to(root / "config")  # the properties files it names
+    path = tmp_path / "bridges.yaml"
+    path.write_text(shipped)
+    add_entry(path, NEW)
+    text = path.read_text()
+    assert text.startswith(shipped.rstrip("\n")) and "name: third" in text[len(shipped.rstrip("\n")):]
+    remove_entry(path, "third")
+    assert path.read_text() == shipped
