@@ -107,7 +107,8 @@ def _set_slot(slot: tuple[Any, Any], text: str) -> None:
     """The lines after the slot's key: `text` starts with the end of the key's own line."""
     node, key = slot
     item = node.ca.items.setdefault(key, [None, None, None, None])
-    item[2 if isinstance(node, CommentedMap) else 0] = CommentToken(text, CommentMark(0), None) if text != "\n" else None
+    token = CommentToken(text, CommentMark(0), None) if text != "\n" else None  # "\n" alone: nothing after the key
+    item[2 if isinstance(node, CommentedMap) else 0] = token
 
 
 def _name_of(entry: Any) -> str | None:

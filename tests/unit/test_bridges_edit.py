@@ -1,5 +1,5 @@
-"""`bridgectl bridges add/remove` edit the bridges file with a round-trip YAML library: comments stay, and nothing is written unless
-the whole file still loads."""
+"""`bridgectl bridges add/remove` edit the bridges file with a round-trip YAML library: comments stay, and nothing
+is written unless the whole file still loads."""
 
 from __future__ import annotations
 
