@@ -97,12 +97,7 @@ class JavaReference:
         name = unique_name("java-lite-sink" if lite else "java-sink")
 
         def config(connector_topic: str, destination: str = destination) -> dict[str, str]:
-            target = ({"connector.class": "com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
-                       "pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
-                       "pubsublite.topic": destination} if lite else
-                      {"connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
-                       "cps.project": PROJECT, "cps.topic": destination})
-            return {**target, "tasks.max": str(tasks_max), "topics": connector_topic}
+            return {**_pubsub_end("sink", lite, destination), "tasks.max": str(tasks_max), "topics": connector_topic}
 
         deadline = time.monotonic() + timeout_s
         worker, log, port = self._start(f"{name}-warm-up" if warm_up_topic else name,
@@ -126,13 +121,8 @@ class JavaReference:
         name = unique_name("java-lite-source" if lite else "java-source")
 
         def config(connector_subscription: str, connector_topic: str) -> dict[str, str]:
-            short = connector_subscription.rsplit("/", 1)[-1]
-            origin = ({"connector.class": "com.google.pubsublite.kafka.source.PubSubLiteSourceConnector",
-                       "pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
-                       "pubsublite.subscription": short} if lite else
-                      {"connector.class": "com.google.pubsub.kafka.source.CloudPubSubSourceConnector",
-                       "cps.project": PROJECT, "cps.subscription": short})
-            return {**origin, "tasks.max": str(tasks_max), "kafka.topic": connector_topic}
+            return {**_pubsub_end("source", lite, connector_subscription.rsplit("/", 1)[-1]),
+                    "tasks.max": str(tasks_max), "kafka.topic": connector_topic}
 
         deadline = time.monotonic() + timeout_s
         # The Lite source's client calls a ConsumerRecord constructor that Kafka 4 removed: a 3.9 worker for it.
@@ -164,6 +154,26 @@ class JavaReference:
         rows["lite_source_2_warm"] = self.source(admin, str(row_subscription), back, records, tasks_max=2,
                                                  warm_up=(str(warm_subscription), warm_back), lite=True)
         return rows
+
+
+# (direction, Lite?) -> the Java connector's class, and its keys for the project, the location and the Pub/Sub end.
+_JAVA_CONNECTORS = {
+    ("sink", False): ("com.google.pubsub.kafka.sink.CloudPubSubSinkConnector", "cps.project", None, "cps.topic"),
+    ("source", False): ("com.google.pubsub.kafka.source.CloudPubSubSourceConnector", "cps.project", None,
+                        "cps.subscription"),
+    ("sink", True): ("com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector", "pubsublite.project",
+                     "pubsublite.location", "pubsublite.topic"),
+    ("source", True): ("com.google.pubsublite.kafka.source.PubSubLiteSourceConnector", "pubsublite.project",
+                       "pubsublite.location", "pubsublite.subscription"),
+}
+
+
+def _pubsub_end(direction: str, lite: bool, name: str) -> dict[str, str]:
+    """The connector class and where it publishes or pulls: a Cloud Pub/Sub topic or subscription, or a Lite one
+    in LITE_LOCATION."""
+    connector_class, project_key, location_key, name_key = _JAVA_CONNECTORS[(direction, lite)]
+    keys = {"connector.class": connector_class, project_key: PROJECT, name_key: name}
+    return keys | ({location_key: LITE_LOCATION} if location_key else {})
 
 
 def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, records: int,

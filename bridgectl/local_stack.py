@@ -63,7 +63,8 @@ class ServiceStatus:
 
 
 # The service whose process listens on a port of another name.
-PORT_OWNERS = {"kafka_controller": "kafka", "kafka_sasl": "kafka", "kafka_ssl": "kafka", "kafka_target_controller": "kafka_target",
+PORT_OWNERS = {"kafka_controller": "kafka", "kafka_sasl": "kafka", "kafka_ssl": "kafka",
+               "kafka_target_controller": "kafka_target",
                "pulsar_web": "pulsar", "pulsar_bookie": "pulsar",
                "spark_master_ui": "spark_master"}
 
@@ -362,18 +363,20 @@ class LocalStack:
         ]
 
     def _kafka_keystore(self, name: str) -> tuple[Path, str]:
-        """Kafka's keystore for its SSL listener (the local certificate and its key) and its password. PKCS#12 with
-        PKCS#12's own 3DES encryption: Java 17 does not read the PBES2 that PEM keys are encrypted with, and a PEM
-        keystore file must be encrypted."""
+        """Kafka's keystore for its SSL listener (the local certificate and its key), made once, and its password.
+        PKCS#12 with PKCS#12's own 3DES encryption: Java 17 does not read the PBES2 that PEM keys are encrypted with,
+        and a PEM keystore file must be encrypted."""
         from cryptography import x509
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.serialization import pkcs12
 
         cert, key = self.local_certificate()
         password = self._secret(self.home / name / "ssl-keystore-password")
+        keystore = self.home / name / "ssl-keystore.p12"
+        if keystore.exists() and keystore.stat().st_mtime >= cert.stat().st_mtime:  # made from this certificate
+            return keystore, password
         encryption = (serialization.PrivateFormat.PKCS12.encryption_builder()
                       .key_cert_algorithm(pkcs12.PBES.PBESv1SHA1And3KeyTripleDESCBC).build(password.encode()))
-        keystore = self.home / name / "ssl-keystore.p12"
         keystore.touch(mode=0o600)
         keystore.write_bytes(pkcs12.serialize_key_and_certificates(
             b"kafka", serialization.load_pem_private_key(key.read_bytes(), password=None),
