@@ -15,7 +15,7 @@ from confluent_kafka import TopicPartition
 
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
 from connectors.cloud_pubsub_source.write import (
-    SourceClients, SourceTask, deliver_pulled, deliver_streamed, drain, pull_retry, source_clients, streaming_pull,
+    PulledDelivery, SourceClients, SourceTask, deliver_streamed, drain, pull_retry, source_clients, streaming_pull,
 )
 from connectors.kafka.stream_lease import LeaseWatcher
 from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
@@ -71,20 +71,26 @@ def _resume(clients: SourceClients, last: dict | None) -> None:
 
 def _pulled_rounds(task: SourceTask, clients: SourceClients, converter,
                    keep_going: Callable[[], bool]) -> Iterator[int]:
-    """Unary pulls of cps.maxBatchSize, each delivered before the next; yields what each moved (0: none came)."""
+    """Unary pulls of cps.maxBatchSize, the next one out while Kafka takes the last (write.PulledDelivery); yields
+    what each moved (0: none came). What Kafka took is acked before the generator ends."""
     from google.api_core.exceptions import DeadlineExceeded
 
-    while keep_going():
-        try:
-            response = clients.subscriber.pull(subscription=clients.path, max_messages=task.config.cps_max_batch_size,
-                                               timeout=_PULL_HOLD_S, retry=pull_retry(task.outage_timeout_s))
-        except DeadlineExceeded:  # held the whole time with nothing to give
-            yield 0
-            continue
-        received = response.received_messages
-        if received:
-            deliver_pulled(clients.subscriber, clients.path, converter, clients.delivery, received)
-        yield len(received)
+    with PulledDelivery(clients.subscriber, clients.path, clients.delivery) as pulls:
+        while keep_going():
+            try:
+                response = clients.subscriber.pull(
+                    subscription=clients.path, max_messages=task.config.cps_max_batch_size, timeout=_PULL_HOLD_S,
+                    retry=pull_retry(task.outage_timeout_s))
+            except DeadlineExceeded:  # held the whole time with nothing to give
+                pulls.settle()
+                yield 0
+                continue
+            received = response.received_messages
+            if received:
+                pulls.deliver(converter, received)
+            else:
+                pulls.settle()
+            yield len(received)
 
 
 def _streamed_rounds(task: SourceTask, clients: SourceClients, converter,
