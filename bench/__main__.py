@@ -35,7 +35,9 @@ from bench import latency, limits, naive
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
 from bench.continuous import measure_continuous, render_continuous
 from bench.java_reference import java_reference
-from bench.data import kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name
+from bench.data import (
+    filled_subscription, kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name,
+)
 
 RESULTS = Path(__file__).resolve().parent
 # Which raw limits bound each connector: (where it reads, where it writes).
@@ -108,23 +110,14 @@ def measure_java(size: int, records: int, source_records: int) -> dict:
         for tasks in (1, 2):
             for warm in (False, True):
                 fresh_pubsub()
-                subscription, name = _filled_subscription(admin, "java-source", size, source_records)
-                warm_up = _filled_subscription(admin, "java-warm-up", size, source_records) if warm else None
+                subscription, name = filled_subscription(admin, "java-source", size, source_records)
+                warm_up = filled_subscription(admin, "java-warm-up", size, source_records) if warm else None
                 out[f"source_{tasks}{'_warm' if warm else ''}"] = reference.source(
                     admin, subscription, name, source_records, tasks_max=tasks, warm_up=warm_up)
         # The Lite connectors, warm only (tasks.max=2).
         warm_up = kafka_topic(unique_name(f"java-lite-warm-up-{size}"), 4, records, size)
         out.update(reference.lite_rows(admin, topic, warm_up, records, size))
     return out
-
-
-def _filled_subscription(admin, prefix: str, size: int, records: int) -> tuple[str, str]:
-    """A Pub/Sub subscription holding `records` messages, and an empty LogAppendTime Kafka topic of the same name."""
-    name = unique_name(prefix)
-    source, subscription = pubsub_topic(name)
-    publish_pubsub(source, records, size)
-    admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
-    return subscription, name
 
 
 def measure_throughput(engine: str, args) -> dict:

@@ -126,3 +126,12 @@ def publish_lite(topic, count: int, size: int) -> None:
     with PublisherClient(**lite_connection().client_kwargs(topic.location.region)) as publisher:
         for future in [publisher.publish(topic, value) for _ in range(count)]:
             future.result(120)
+
+
+def filled_subscription(admin, prefix: str, size: int, records: int) -> tuple[str, str]:
+    """A Pub/Sub subscription holding `records` messages, and an empty LogAppendTime Kafka topic of the same name."""
+    name = unique_name(prefix)
+    source, subscription = pubsub_topic(name)
+    publish_pubsub(source, records, size)
+    admin.create_topic(name, 4, {"message.timestamp.type": "LogAppendTime"})
+    return subscription, name

@@ -40,13 +40,15 @@ def tree_rss_by_kind(root: int) -> Counter:
 
 class PeakMemory(threading.Thread):
     """Peak of this process tree plus the trees of `also` (e.g. a Spark Connect server):
-    `peak` of the sum, and `peak_by_kind` of the JVM and the Python processes each."""
+    `peak` of the sum, `peak_by_kind` of the JVM and the Python processes each, and `also_at_start`, what the
+    trees of `also` held when it started (a shared server's resident memory before this run's work)."""
 
     def __init__(self, also: tuple[int, ...] = (), interval_s: float = 0.2):
         super().__init__(daemon=True)
         self._also = also
         self.peak = 0
         self.peak_by_kind: Counter = Counter()
+        self.also_at_start = 0
         self._interval = interval_s
         self._done = threading.Event()
 
@@ -62,6 +64,7 @@ class PeakMemory(threading.Thread):
         self.peak_by_kind = Counter({k: max(self.peak_by_kind[k], sample[k]) for k in ("jvm", "python")})
 
     def __enter__(self) -> "PeakMemory":
+        self.also_at_start = sum(sum(tree_rss_by_kind(pid).values()) for pid in self._also)
         self._sample()
         self.start()
         return self

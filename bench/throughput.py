@@ -48,6 +48,9 @@ class Row:
     seconds: float
     peak_mb: float
     cpu_s: float  # user+sys of this process tree and, on Connect, the server's (JVM and Python workers)
+    # On Connect: the server's resident memory when the row started (its JVM and Python workers, grown by earlier
+    # rows); peak_mb - engine_at_start_mb is the run process plus what the server grew by for this run.
+    engine_at_start_mb: float
 
 
 def main() -> None:
@@ -82,7 +85,7 @@ def main() -> None:
             records, seconds = run()
         cpu = tree_cpu_seconds(os.getpid(), *also) - cpu_before
         rows.append(Row(connector, args.engine, size, settings, records, round(seconds, 3), round(memory.peak / 1e6),
-                        round(cpu, 2)))
+                        round(cpu, 2), round(memory.also_at_start / 1e6)))
         print(f"{connector:28} {args.engine:8} {size:5} B  {settings:32} {records:>8,} in {seconds:6.1f} s",
               flush=True)
 
