@@ -17,6 +17,7 @@ from rich.table import Table
 
 from bridgectl.bridges_cli import bridges
 from bridgectl.fetch import MissingToolError
+from bridgectl.lite_cli import lite
 from bridgectl.local_stack import CLUSTER_SERVICES, LocalStack
 from bridgectl.paths import PROJECT_ROOT
 from bridgectl.relay import OutputRelay, say
@@ -52,6 +53,7 @@ def main() -> None:
 
 
 main.add_command(bridges)
+main.add_command(lite)
 
 
 @main.group()

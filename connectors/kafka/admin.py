@@ -220,12 +220,7 @@ class KafkaAdmin:
         """The group's commits, (offset, metadata) per committed partition. A consumer that never subscribes
         asks for them: the admin API's ListConsumerGroupOffsets crashes librdkafka 2.16 (SIGSEGV in
         rd_kafka_cgrp_op) while the group coordinator is still loading, as on a fresh cluster."""
-        with self._committers_lock:
-            consumer = self._committers.get(group)
-            if consumer is None:
-                # kept for the next look: an always-on bridge reads its group at every commit interval, and a
-                # client made for each read cost more than the read
-                consumer = self._committers[group] = group_committer(self.connection.librdkafka_config(), group)
+        consumer = self._committer(group)
         requested = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
         result = {}
         for tp in consumer.committed(requested, timeout=ADMIN_TIMEOUT_S):
@@ -234,6 +229,28 @@ class KafkaAdmin:
             if tp.offset >= 0:
                 result[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
         return result
+
+    def _committer(self, group: str) -> Consumer:
+        """A consumer of the group that never subscribes, to read and write its commits; kept for the next look (an
+        always-on bridge reads its group at every commit interval, and a client made for each read cost more than
+        the read)."""
+        with self._committers_lock:
+            consumer = self._committers.get(group)
+            if consumer is None:
+                consumer = self._committers[group] = group_committer(self.connection.librdkafka_config(), group)
+            return consumer
+
+    def group_members(self, group: str) -> int:
+        """How many consumers are in the group now (0 for a group that is empty or unknown)."""
+        [future] = self._admin.describe_consumer_groups([group]).values()
+        return len(future.result(ADMIN_TIMEOUT_S).members)
+
+    def commit_group(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Commits offsets to a group that has no members (Kafka refuses a commit from outside an active group)."""
+        done = self._committer(group).commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        for tp in done or ():
+            if tp.error is not None:
+                raise KafkaException(tp.error)
 
     # --- planning ----------------------------------------------------------------------------
     def plan_batch(

@@ -33,17 +33,26 @@ class PubSubLiteSourceConverter:
     def convert(self, sequenced) -> LiteRecord:
         """`sequenced` is a raw google.cloud.pubsublite.v1.SequencedMessage."""
         message = sequenced.message
-        stamp = message.event_time if message.HasField("event_time") else sequenced.publish_time
         key = bytes(message.key) or None
         partition = None
         if key is None:
             partition = self._next % self.kafka_partition_count
             self._next += 1
-        headers = [(name, bytes(value)) for name in sorted(message.attributes)
-                   for value in message.attributes[name].values]
         return LiteRecord(
             key=self.key_converter.from_connect(OPTIONAL_BYTES, key, self.kafka_topic),
             # As the reference: the key is optional BYTES, the value required BYTES (a JsonConverter envelope shows it).
             value=self.value_converter.from_connect(BYTES, bytes(message.data), self.kafka_topic),
-            timestamp_ms=stamp.ToMilliseconds(), partition=partition, headers=headers,
+            timestamp_ms=record_timestamp_ms(sequenced), partition=partition, headers=attribute_headers(message),
         )
+
+
+def record_timestamp_ms(sequenced) -> int:
+    """The message's event time, else its publish time, in epoch ms."""
+    message = sequenced.message
+    stamp = message.event_time if message.HasField("event_time") else sequenced.publish_time
+    return stamp.ToMilliseconds()
+
+
+def attribute_headers(message) -> list[tuple[str, bytes]]:
+    """Every value of every attribute as a header of the attribute's name, names sorted."""
+    return [(name, bytes(value)) for name in sorted(message.attributes) for value in message.attributes[name].values]

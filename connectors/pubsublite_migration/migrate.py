@@ -1,0 +1,213 @@
+"""A Lite topic's migration to Kafka: the plan (what is left to copy, which groups get which offsets), the copy,
+the groups' offsets, and the verification. Re-runs copy only what is new and move groups forward only."""
+
+from __future__ import annotations
+
+import hashlib
+import string
+from dataclasses import dataclass, field
+from typing import Callable
+
+from connectors.pubsublite_migration.copy import PartitionCopy, copy_partitions
+from connectors.pubsublite_migration.kafka_side import KafkaSide
+from connectors.pubsublite_migration.lite_side import LiteSide, LiteTopic, read_messages, run_reads
+
+DEFAULT_GROUP_FORMAT = "${subscription}"
+
+
+@dataclass
+class GroupMove:
+    subscription: str  # full path
+    group: str
+    cursors: dict[int, int]  # Lite partition -> committed cursor
+    targets: dict[int, int] = field(default_factory=dict)  # Kafka partition -> offset the cursor maps to
+    committed_before: dict[int, int] = field(default_factory=dict)  # the group's offsets before this run
+    members: int = 0
+    outcome: str = ""  # what happened to the group, for the report
+
+
+@dataclass
+class MigrationPlan:
+    topic: LiteTopic
+    kafka_topic: str
+    kafka_partitions: int | None  # None: the topic does not exist yet
+    through: str  # the subscription the copy reads through
+    copies: list[PartitionCopy]
+    groups: list[GroupMove]
+
+    @property
+    def to_copy(self) -> int:
+        return sum(c.to_copy for c in self.copies)
+
+
+@dataclass
+class PartitionCheck:
+    partition: int
+    kafka_records: int
+    lite_records: int  # what Lite holds of the copied range
+    first_lite_offset: int | None
+    last_lite_offset: int | None
+    kafka_hash: str
+    lite_hash: str
+    kafka_only: int  # copied records Lite has since dropped (its retention)
+    not_copied: int  # messages Lite holds past the copy
+
+    @property
+    def ok(self) -> bool:
+        return self.kafka_hash == self.lite_hash and self.kafka_records - self.kafka_only == self.lite_records \
+            and self.not_copied == 0
+
+
+@dataclass
+class GroupCheck:
+    subscription: str
+    group: str
+    partition: int
+    lite_cursor: int
+    expected_offset: int
+    group_offset: int | None
+    behind: int  # records on Kafka past the group's offset
+
+    @property
+    def ok(self) -> bool:
+        return self.group_offset is not None and self.group_offset >= self.expected_offset
+
+
+def group_name(group_format: str, subscription: str) -> str:
+    """`group_format` with ${subscription} (the subscription's short name) and ${project}, ${location} filled."""
+    parts = subscription.split("/")  # projects/P/locations/L/subscriptions/S
+    try:
+        return string.Template(group_format).substitute(subscription=parts[5], project=parts[1], location=parts[3])
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"--group-format {group_format!r}: only ${{subscription}}, ${{project}} and ${{location}} "
+                         f"can be used ({exc})") from None
+
+
+def kafka_topic_config(topic: LiteTopic) -> dict[str, str]:
+    """The Kafka topic keeps what the Lite topic keeps: its retention period (or none) and bytes per partition."""
+    return {"retention.ms": str(topic.retention_period_ms or -1),
+            "retention.bytes": str(topic.retention_bytes_per_partition or -1)}
+
+
+class Migration:
+    def __init__(self, lite: LiteSide, kafka: KafkaSide):
+        self.lite, self.kafka = lite, kafka
+
+    def plan(self, subscriptions: list[str] | None, group_format: str = DEFAULT_GROUP_FORMAT) -> MigrationPlan:
+        topic = self.lite.describe()
+        chosen = self._subscriptions(topic, subscriptions)
+        kafka_partitions = self.kafka.partitions()
+        if kafka_partitions is not None and kafka_partitions != topic.partitions:
+            raise ValueError(f"Kafka topic {self.kafka.topic} has {kafka_partitions} partitions and Lite topic "
+                             f"{topic.path} {topic.partitions}: partition p is copied to partition p, so they must "
+                             "be equal")
+        through = (chosen or topic.subscriptions or ("",))[0]
+        if not through:
+            raise ValueError(f"Lite topic {topic.path} has no subscription: Lite reads only through one; create one "
+                             "(it need not be used otherwise) and run again")
+        heads = self.lite.heads(topic.partitions)
+        bounds = self.kafka.bounds(topic.partitions) if kafka_partitions else {}
+        copies = []
+        for p in range(topic.partitions):
+            first, end = bounds.get(p, (0, 0))
+            last = self.kafka.last_copied(p, first, end) if kafka_partitions else None
+            start = 0 if last is None else last + 1
+            copies.append(PartitionCopy(p, start, heads[p], self.lite.retained(p, start, heads[p])))
+        groups = []
+        for subscription in chosen:
+            move = GroupMove(subscription, group_name(group_format, subscription),
+                             self.lite.subscription(subscription, topic.partitions).cursors)
+            move.members = self.kafka.admin.group_members(move.group)
+            if kafka_partitions:
+                move.committed_before = self.kafka.admin.committed_offsets(
+                    move.group, {self.kafka.topic: list(range(topic.partitions))}).get(self.kafka.topic, {})
+            groups.append(move)
+        return MigrationPlan(topic, self.kafka.topic, kafka_partitions, through, copies, groups)
+
+    def _subscriptions(self, topic: LiteTopic, asked: list[str] | None) -> list[str]:
+        if not asked:
+            return list(topic.subscriptions)
+        location = topic.path.rsplit("/topics/", 1)[0]
+        paths = [s if s.startswith("projects/") else f"{location}/subscriptions/{s}" for s in asked]
+        unknown = [s for s in paths if s not in topic.subscriptions]
+        if unknown:
+            raise ValueError(f"not subscriptions of Lite topic {topic.path}: {', '.join(unknown)}")
+        return paths
+
+    def copy(self, plan: MigrationPlan, progress: Callable[[int, int], None] = lambda p, n: None) -> None:
+        if plan.kafka_partitions is None:
+            self.kafka.create(plan.topic.partitions, kafka_topic_config(plan.topic))
+            plan.kafka_partitions = plan.topic.partitions
+        copy_partitions(self.lite, plan.through, self.kafka.admin.connection.librdkafka_config(), plan.kafka_topic,
+                        plan.copies, progress)
+
+    def move_groups(self, plan: MigrationPlan) -> None:
+        """Commits each subscription's place to its group: forward only, and never to a group with members."""
+        bounds = self.kafka.bounds(plan.topic.partitions)
+        for move in plan.groups:
+            move.targets = {p: self.kafka.offset_for(p, cursor, *bounds[p]) for p, cursor in move.cursors.items()}
+            if move.members:
+                move.outcome = f"not touched: {move.members} consumers are in the group on Kafka"
+                continue
+            forward = {(plan.kafka_topic, p): offset for p, offset in move.targets.items()
+                       if offset > move.committed_before.get(p, -1)}
+            if forward:
+                self.kafka.admin.commit_group(move.group, forward)
+            kept = len(move.targets) - len(forward)
+            move.outcome = f"committed {len(forward)} partitions" + (
+                f", {kept} kept (already at or past the Lite cursor)" if kept else "")
+
+    def verify(self, plan: MigrationPlan) -> tuple[list[PartitionCheck], list[GroupCheck]]:
+        """Compares both sides now: per partition, the records Lite still holds against Kafka's copy (count, Lite
+        offsets, a hash of keys and data), and per subscription, its Lite cursor against its group's offset."""
+        partitions = plan.topic.partitions
+        heads = self.lite.heads(partitions)
+        bounds = self.kafka.bounds(partitions) if plan.kafka_partitions else {p: (0, 0) for p in range(partitions)}
+        checks = [self._check_partition(plan, p, heads[p], *bounds[p]) for p in range(partitions)]
+        group_checks = []
+        for move in plan.groups:
+            cursors = self.lite.subscription(move.subscription, partitions).cursors
+            committed = self.kafka.admin.committed_offsets(
+                move.group, {plan.kafka_topic: list(range(partitions))}).get(plan.kafka_topic, {}) \
+                if plan.kafka_partitions else {}
+            for p in range(partitions):
+                expected = self.kafka.offset_for(p, cursors[p], *bounds[p])
+                offset = committed.get(p)
+                group_checks.append(GroupCheck(move.subscription, move.group, p, cursors[p], expected, offset,
+                                               bounds[p][1] - (offset if offset is not None else bounds[p][0])))
+        return checks, group_checks
+
+    def _check_partition(self, plan: MigrationPlan, partition: int, head: int, first: int, end: int) -> PartitionCheck:
+        """Both sides hashed as they stream by: Lite's copied range first (where its retention now starts is only
+        known from its first message), then Kafka's records from that Lite offset on."""
+        if end <= first:
+            return PartitionCheck(partition, 0, 0, None, None, "", "", 0, self.lite.retained(partition, 0, head))
+        copied_from = self.kafka.record_at(partition, first).lite_offset
+        copied_to = self.kafka.record_at(partition, end - 1).lite_offset + 1
+        lite_hash, kafka_hash = hashlib.sha256(), hashlib.sha256()
+
+        async def hash_lite(client) -> tuple[int, int | None]:
+            count, held_from = 0, None
+            async for batch in read_messages(client, plan.through, partition, copied_from, copied_to):
+                held_from = batch[0].cursor.offset if held_from is None else held_from
+                count += len(batch)
+                for m in batch:
+                    _add(lite_hash, bytes(m.message.key), bytes(m.message.data))
+            return count, held_from
+
+        lite_records, held_from = run_reads(self.lite.connection, self.lite.region, hash_lite)
+        held_from = copied_to if held_from is None else held_from
+        kafka_records = kafka_only = 0
+        for record in self.kafka.records(partition, first, end):
+            kafka_records += 1
+            if record.lite_offset < held_from:
+                kafka_only += 1
+            else:
+                _add(kafka_hash, record.key, record.value)
+        return PartitionCheck(partition, kafka_records, lite_records, copied_from, copied_to - 1,
+                              kafka_hash.hexdigest()[:16], lite_hash.hexdigest()[:16], kafka_only,
+                              self.lite.retained(partition, copied_to, head))
+
+
+def _add(digest, key: bytes, data: bytes) -> None:
+    digest.update(len(key).to_bytes(4, "big") + key + len(data).to_bytes(4, "big") + data)
