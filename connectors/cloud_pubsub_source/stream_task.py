@@ -15,7 +15,8 @@ from confluent_kafka import TopicPartition
 
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
 from connectors.cloud_pubsub_source.write import (
-    PulledDelivery, SourceClients, SourceTask, deliver_streamed, drain, pull_retry, source_clients, streaming_pull,
+    PulledDelivery, SourceClients, SourceTask, deliver_streamed, drain, pull_retry, received_messages, source_clients,
+    streaming_pull,
 )
 from connectors.kafka.stream_lease import LeaseWatcher
 from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
@@ -85,7 +86,7 @@ def _pulled_rounds(task: SourceTask, clients: SourceClients, converter,
                 pulls.settle()
                 yield 0
                 continue
-            received = response.received_messages
+            received = received_messages(response)
             if received:
                 pulls.deliver(converter, received)
             else:

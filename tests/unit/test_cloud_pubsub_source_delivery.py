@@ -61,7 +61,7 @@ class Subscriber:
 def received(*values: bytes) -> list:
     return [SimpleNamespace(ack_id=f"ack-{v.decode()}", message=SimpleNamespace(
         data=v, attributes={}, ordering_key="", message_id=f"id-{v.decode()}",
-        publish_time=SimpleNamespace(timestamp=lambda: 1.0))) for v in values]
+        publish_time=SimpleNamespace(ToMilliseconds=lambda: 1000))) for v in values]
 
 
 @pytest.fixture

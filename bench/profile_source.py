@@ -1,0 +1,77 @@
+"""Where a Cloud Pub/Sub source batch's time goes: the same batch as the bench's source rows (10,000 messages),
+once as one pull task run alone in this process under cProfile, once as a whole micro-batch on a warm classic
+Spark session (its fixed cost: the plan, a Spark job, each task's clients), each on a fresh pstest.
+
+    python -m bench.profile_source [--records 10000] [--size 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import time
+
+import pyarrow as pa
+
+from bench.common import bench_stack, fresh_pubsub, warm_engine
+from bench.data import kafka_topic, publish_pubsub, pubsub_topic, unique_name
+
+
+def _filled(records: int, size: int) -> str:
+    fresh_pubsub()
+    name = unique_name("profile-source")
+    topic, _ = pubsub_topic(name)
+    publish_pubsub(topic, records, size)
+    kafka_topic(name, 4)
+    return name
+
+
+def _config(name: str):
+    from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+
+    return CloudPubSubSourceConfig.model_validate({"cps.project": "bench", "cps.subscription": name,
+                                                   "kafka.topic": name})
+
+
+def main() -> None:
+    from connectors.bridge import BatchSettings
+    from connectors.cloud_pubsub.clients import PubSubConnection
+    from connectors.cloud_pubsub_source.batch import run_source_batch
+    from connectors.cloud_pubsub_source.write import SourceTask, pull_and_deliver
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--size", type=int, default=1024)
+    args = parser.parse_args()
+    with bench_stack() as stack:
+        connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
+        admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
+
+        name = _filled(args.records, args.size)
+        task = SourceTask(_config(name), connection, admin.connection.librdkafka_config(), args.records)
+        profile = cProfile.Profile()
+        started = time.monotonic()
+        profile.enable()
+        [summary] = pull_and_deliver(task, iter([pa.RecordBatch.from_pydict({"slot": [0]})]))
+        profile.disable()
+        alone_s = time.monotonic() - started
+        moved = sum(summary.column("written").to_pylist())
+
+        spark, _ = warm_engine("classic", stack.env().get("BRIDGE_SPARK_REMOTE"))
+        warm_up = _filled(2_000, args.size)
+        run_source_batch(spark, _config(warm_up), connection, admin, BatchSettings(max_records=2_000))
+        name = _filled(args.records, args.size)
+        result = run_source_batch(spark, _config(name), connection, admin, BatchSettings(max_records=args.records))
+        print(f"{args.records:,} messages of {args.size} B\n"
+              f"- one pull task alone, in this process: {moved:,} in {alone_s:.2f} s ({moved / alone_s:,.0f}/s)\n"
+              f"- a whole micro-batch, 2 tasks, warm classic engine: {result.written:,} in {result.duration_s:.2f} s "
+              f"({result.written / result.duration_s:,.0f}/s)\n")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()
