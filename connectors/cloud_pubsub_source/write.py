@@ -100,34 +100,33 @@ class SourceClients:
 
 @contextlib.contextmanager
 def source_clients(task: SourceTask) -> Iterator[SourceClients]:
-    """The task's clients, inside Pub/Sub's outage naming; Kafka is flushed and both are closed at the end."""
-    from confluent_kafka import Producer
-
-    from connectors.kafka.connection import client_logger
+    """The task's clients, inside Pub/Sub's outage naming; Kafka is flushed and both are closed at the end (the
+    producer is kept for this Python worker's next task, connection.kept_producer)."""
+    from connectors.kafka.connection import client_logger, kept_producer
 
     cfg = task.config
     subscriber = task.connection.subscriber()
     path = subscriber.subscription_path(cfg.cps_project, cfg.cps_subscription)
-    producer = Producer({
+    channel = None
+    with kept_producer({
         **task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
         "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger(),
-    })
-    channel = None
-    try:
-        with outages_named("Pub/Sub", task.connection.address, f"pulling from {path}", google_unanswered()):
-            topic_codec = None
-            if cfg.message_format == "topic-schema":
-                from connectors.cloud_pubsub.topic_schema import TopicCodec, lookup_topic_schema  # only here
+    }) as producer:
+        try:
+            with outages_named("Pub/Sub", task.connection.address, f"pulling from {path}", google_unanswered()):
+                topic_codec = None
+                if cfg.message_format == "topic-schema":
+                    from connectors.cloud_pubsub.topic_schema import TopicCodec, lookup_topic_schema  # only here
 
-                channel = task.connection.publish_channel()
-                topic = subscriber.get_subscription(subscription=path).topic
-                topic_codec = TopicCodec(lookup_topic_schema(channel, topic))
-            yield SourceClients(subscriber, path, _Delivery(cfg, producer), topic_codec)
-    finally:
-        producer.flush(30)
-        subscriber.close()
-        if channel is not None:
-            channel.close()
+                    channel = task.connection.publish_channel()
+                    topic = subscriber.get_subscription(subscription=path).topic
+                    topic_codec = TopicCodec(lookup_topic_schema(channel, topic))
+                yield SourceClients(subscriber, path, _Delivery(cfg, producer), topic_codec)
+        finally:
+            producer.flush(30)
+            subscriber.close()
+            if channel is not None:
+                channel.close()
 
 
 def summary_rows(delivery: "_Delivery") -> pa.RecordBatch:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterator, Literal
 
 
 @dataclass(frozen=True)
@@ -84,3 +86,26 @@ def group_committer(client_config: dict, group: str):
 
     return Consumer({**client_config, "group.id": group, "enable.auto.commit": False, "log_level": 3,
                      "logger": client_logger()})
+
+
+_KEPT_PRODUCERS: dict[tuple, object] = {}
+_KEPT_PRODUCERS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def kept_producer(config: dict) -> Iterator:
+    """A producer for `config`, kept in this process for the next task after this one: a new idempotent producer
+    waits about 0.5 s for its producer id before Kafka acknowledges its first record (librdkafka asks again on a
+    500 ms timer when no broker connection is up yet), which every micro-batch's task of the Cloud and Lite sources
+    and the Kafka sink paid. A producer serves one user at a time (a second one at once gets its own); one whose
+    user failed is not kept, so the next task starts clean. The user flushes it before leaving."""
+    from confluent_kafka import Producer
+
+    key = tuple(sorted((name, repr(value)) for name, value in config.items() if name != "logger"))
+    with _KEPT_PRODUCERS_LOCK:
+        producer = _KEPT_PRODUCERS.pop(key, None)
+    if producer is None:
+        producer = Producer(config)
+    yield producer  # an error here leaves the producer to be collected
+    with _KEPT_PRODUCERS_LOCK:
+        _KEPT_PRODUCERS.setdefault(key, producer)

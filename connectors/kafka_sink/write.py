@@ -11,7 +11,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from connectors.errors import BatchError
-from connectors.kafka.connection import client_logger, refused_for_good
+from connectors.kafka.connection import client_logger, kept_producer, refused_for_good
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka_sink.config import KafkaSinkConfig
@@ -30,16 +30,22 @@ class ReplicaTask:
 
 
 def produce_arrow_batches(task: ReplicaTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from confluent_kafka import KafkaException, Producer
-
     cfg = task.config
     tally = SinkTally(task.bridge_name, cfg, task.dead_letter_client_config)
-    producer = Producer({
+    with kept_producer({  # kept for this Python worker's next task
         **cfg.target_connection().librdkafka_config(), "enable.idempotence": True, "acks": "all",
         "linger.ms": 5, "message.max.bytes": task.max_message_bytes,
         # A target that does not answer fails the batch after the outage timeout, not librdkafka's 5 minutes.
         "message.timeout.ms": int(task.outage_timeout_s * 1000), "logger": client_logger(), "log_level": 3,
-    })
+    }) as producer:
+        _produce(task, tally, producer, batches)
+    yield tally.summary()
+
+
+def _produce(task: ReplicaTask, tally: SinkTally, producer, batches: Iterator[pa.RecordBatch]) -> None:
+    from confluent_kafka import KafkaException
+
+    cfg = task.config
     refused: list[tuple[TalliedBatch, int, object]] = []  # for good (too large, invalid): errors.tolerance
     failed: list[tuple[TalliedBatch, int, object]] = []  # the target's fault: the task fails
 
@@ -91,4 +97,3 @@ def produce_arrow_batches(task: ReplicaTask, batches: Iterator[pa.RecordBatch]) 
     for slot, row, error in refused:
         tally.reject(slot.record(row), "KAFKA_PRODUCE", RecordError(f"the target Kafka refused it: {error.str()}"))
     tally.flush_dead_letters()
-    yield tally.summary()

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException
 from connectors.arrow_rows import rows_batch
 from connectors.errors import BatchError
 from connectors.kafka_connect.errors import ConversionError
-from connectors.kafka.connection import refused_for_good
+from connectors.kafka.connection import kept_producer, refused_for_good
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
@@ -39,20 +39,20 @@ class LiteSourceTask:
     kafka_partition_count: int
 
 
+def producer_config(task: LiteSourceTask) -> dict:
+    from connectors.kafka.connection import client_logger
+
+    return {**task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger()}
+
+
 class KafkaWriter:
     """An idempotent producer that raises if Kafka refused any record, except, under
     errors.tolerance=all, records it refuses for good (counted in `dropped` and logged)."""
 
-    def __init__(self, task: LiteSourceTask):
-        from confluent_kafka import Producer
-
-        from connectors.kafka.connection import client_logger
-
+    def __init__(self, task: LiteSourceTask, producer):
         self.topic = task.config.kafka_topic
-        self.producer = Producer({
-            **task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger(),
-        })
+        self.producer = producer
         self.tolerate = task.config.errors_tolerance == "all"
         self.failures: list[str] = []
         self.dropped = 0
@@ -120,19 +120,20 @@ def write_batch(converter: PubSubLiteSourceConverter, writer: KafkaWriter, lite_
 
 def read_and_deliver(task: LiteSourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     ranges = [row for batch in batches for row in batch.to_pylist()]
-    writer = KafkaWriter(task)
+    with kept_producer(producer_config(task)) as producer:  # kept for this Python worker's next task
+        writer = KafkaWriter(task, producer)
 
-    async def move_all() -> list[dict]:
-        client = task.connection.async_subscriber_service(region_of(task.config.subscription_path().location))
-        try:
-            return [await _move_range(task, client, writer, r["lite_partition"], r["start_offset"], r["end_offset"])
-                    for r in ranges]
-        finally:
-            # Closing the channel here ends the cancelled streams' request pumps before the loop closes.
-            await client.transport.close()
+        async def move_all() -> list[dict]:
+            client = task.connection.async_subscriber_service(region_of(task.config.subscription_path().location))
+            try:
+                return [await _move_range(task, client, writer, r["lite_partition"], r["start_offset"],
+                                          r["end_offset"]) for r in ranges]
+            finally:
+                # Closing the channel here ends the cancelled streams' request pumps before the loop closes.
+                await client.transport.close()
 
-    rows = asyncio.run(move_all())
-    writer.flush()  # only now are the rows true: Kafka has every record
+        rows = asyncio.run(move_all())
+        writer.flush()  # only now are the rows true: Kafka has every record
     for index, row in enumerate(rows):
         row["dropped"] = writer.dropped if index == 0 else 0
     yield rows_batch(rows, SUMMARY_SCHEMA)
