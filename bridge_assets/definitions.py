@@ -11,6 +11,7 @@ from bridge_assets.factory import bridge_ends, build_bridge_assets
 from bridge_assets.lineage import external_specs
 from connectors.config.bridges_file import load_bridges
 from jobs import build_bridge_job, build_host_job, host_job_name, job_name
+from jobs.lite_migration import lite_migration_job
 from resources import default_resources
 from sensors import build_bridge_sensor, build_host_keeper
 
@@ -41,7 +42,8 @@ def build_definitions(bridges_file: str | None = None) -> Definitions:
             hosts.setdefault(bridge.continuous.host, []).append(bridge)
     return Definitions(
         assets=[*build_bridge_assets(bridges, ends), *external_specs(ends)],
-        jobs=[*(build_bridge_job(b) for b in bridges), *(build_host_job(h, m) for h, m in hosts.items())],
+        jobs=[*(build_bridge_job(b) for b in bridges), *(build_host_job(h, m) for h, m in hosts.items()),
+              lite_migration_job],
         sensors=[*(build_bridge_sensor(b, job_name(b)) for b in bridges),
                  *(build_host_keeper(h, m, host_job_name(h)) for h, m in hosts.items())],
         resources=resources,

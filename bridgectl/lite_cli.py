@@ -8,16 +8,20 @@ from pathlib import Path
 
 import click
 import javaproperties
+from confluent_kafka import KafkaException
+from google.api_core.exceptions import GoogleAPICallError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from bridgectl.bridges_cli import _parse_sets
 from bridgectl.relay import say
+from connectors.errors import BatchError
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.client_keys import kafka_client_keys
 from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_migration.kafka_side import KafkaSide
+from connectors.pubsublite_migration import report
 from connectors.pubsublite_migration.lite_side import LiteSide
 from connectors.pubsublite_migration.migrate import DEFAULT_GROUP_FORMAT, Migration, MigrationPlan
 
@@ -64,21 +68,33 @@ def migrate(topic: str, kafka_topic: str, bootstrap_servers: str | None, sets: t
         raise click.UsageError(f"Kafka client keys: {exc}") from None
     connection = LiteConnection(api_endpoint=lite_endpoint, ca_file=os.environ.get("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"),
                                 credentials_json=os.environ.get("GCP_CREDENTIALS_JSON") or None)
-    migration = Migration(LiteSide(connection, topic), KafkaSide(KafkaAdmin(client.connection()), kafka_topic))
     try:
-        plan = migration.plan(list(subscriptions) or None, group_format)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    if dry_run:
-        _print_plan(plan)
-        return
-    if not verify_only:
-        _copy(migration, plan)
-        migration.move_groups(plan)
-        for move in plan.groups:
-            say(f"group {move.group} (Lite {move.subscription.rsplit('/', 1)[-1]}): {move.outcome}")
-    if not _print_verification(migration, plan):
+        matched = _migrate(Migration(LiteSide(connection, topic), KafkaSide(KafkaAdmin(client.connection()),
+                                                                            kafka_topic)),
+                           list(subscriptions) or None, group_format, dry_run, verify_only)
+    except (KafkaException, GoogleAPICallError, BatchError) as exc:
+        # One line; what Kafka acknowledged stays, and the next run goes on from there.
+        raise click.ClickException(f"{type(exc).__name__}: {exc}; run it again to go on") from None
+    if not matched:
         raise SystemExit(1)
+
+
+def _migrate(migration: Migration, subscriptions: list[str] | None, group_format: str, dry_run: bool,
+             verify_only: bool) -> bool:
+    with migration:
+        try:
+            plan = migration.plan(subscriptions, group_format)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        if dry_run:
+            _print_plan(plan)
+            return True
+        if not verify_only:
+            _copy(migration, plan)
+            migration.move_groups(plan)
+            for move in plan.groups:
+                say(f"group {move.group} (Lite {move.subscription.rsplit('/', 1)[-1]}): {move.outcome}")
+        return _print_verification(migration, plan)
 
 
 def _copy(migration: Migration, plan: MigrationPlan) -> None:
@@ -107,40 +123,19 @@ def _print_plan(plan: MigrationPlan) -> None:
              else f"created with {plan.topic.partitions} partitions")
     _stdout.print(f"Lite topic {plan.topic.path} -> Kafka topic {plan.kafka_topic} ({kafka}); "
                   f"read through {plan.through.rsplit('/', 1)[-1]}")
-    table = Table("partition", "copy from Lite offset", "Lite head", "to copy", title="messages")
-    for c in plan.copies:
-        table.add_row(str(c.partition), f"{c.start:,}", f"{c.end:,}", f"{c.to_copy:,}")
-    _stdout.print(table)
-    table = Table("subscription", "group", "partition", "Lite cursor", "group's offset now", title="groups")
+    _stdout.print(_table("messages", report.plan_rows(plan)))
+    _stdout.print(_table("groups", report.plan_group_rows(plan)))
     for move in plan.groups:
-        for p, cursor in sorted(move.cursors.items()):
-            now = move.committed_before.get(p)
-            table.add_row(move.subscription.rsplit("/", 1)[-1], move.group, str(p), f"{cursor:,}",
-                          "none" if now is None else f"{now:,}")
         if move.members:
-            table.add_row("", f"[yellow]{move.members} consumers in the group: it will not be touched[/yellow]",
-                          "", "", "")
-    _stdout.print(table)
+            say(f"[yellow]group {move.group} has {move.members} consumers: it will not be touched[/yellow]")
     _stdout.print("Each group gets the Kafka offset of the first copied message at or after its Lite cursor, once "
                   "the copy is done.")
 
 
 def _print_verification(migration: Migration, plan: MigrationPlan) -> bool:
     checks, group_checks = migration.verify(plan)
-    table = Table("partition", "Kafka records", "Lite records", "Lite offsets", "Kafka hash", "Lite hash",
-                  "only on Kafka", "not copied", "", title="verification: messages")
-    for c in checks:
-        offsets = "-" if c.first_lite_offset is None else f"{c.first_lite_offset:,}..{c.last_lite_offset:,}"
-        table.add_row(str(c.partition), f"{c.kafka_records:,}", f"{c.lite_records:,}", offsets, c.kafka_hash,
-                      c.lite_hash, f"{c.kafka_only:,}", f"{c.not_copied:,}", _mark(c.ok))
-    _stdout.print(table)
-    table = Table("subscription", "group", "partition", "Lite cursor", "expected offset", "group's offset",
-                  "behind", "", title="verification: groups")
-    for g in group_checks:
-        table.add_row(g.subscription.rsplit("/", 1)[-1], g.group, str(g.partition), f"{g.lite_cursor:,}",
-                      f"{g.expected_offset:,}", "none" if g.group_offset is None else f"{g.group_offset:,}",
-                      f"{g.behind:,}", _mark(g.ok))
-    _stdout.print(table)
+    _stdout.print(_table("verification: messages", report.partition_rows(checks)))
+    _stdout.print(_table("verification: groups", report.group_rows(group_checks)))
     ok = all(c.ok for c in checks) and all(g.ok for g in group_checks)
     if ok:
         say(f"[green]Kafka topic {plan.kafka_topic} holds every message Lite topic {plan.topic.path} holds, and "
@@ -151,5 +146,12 @@ def _print_verification(migration: Migration, plan: MigrationPlan) -> bool:
     return ok
 
 
-def _mark(ok: bool) -> str:
-    return "[green]ok[/green]" if ok else "[red]differs[/red]"
+def _table(title: str, rows: list[dict[str, str]]) -> Table:
+    table = Table(*(rows[0] if rows else ()), title=title)
+    for row in rows:
+        table.add_row(*(_marked(value) if name == "matches" else value for name, value in row.items()))
+    return table
+
+
+def _marked(matches: str) -> str:
+    return "[green]ok[/green]" if matches == "yes" else "[red]differs[/red]"

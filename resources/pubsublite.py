@@ -25,3 +25,8 @@ class PubSubLiteResource(ConfigurableResource):
             credentials_json=secret or self.credentials_json,
             credentials_file=config.gcp_credentials_file_path or self.credentials_file,
         )
+
+    def connection(self) -> LiteConnection:
+        """The connection with this resource's own credentials (for work that is not a bridge's)."""
+        return LiteConnection(api_endpoint=self.api_endpoint, ca_file=self.ca_file,
+                              credentials_json=self.credentials_json, credentials_file=self.credentials_file)

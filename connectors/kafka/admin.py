@@ -240,11 +240,13 @@ class KafkaAdmin:
                 consumer = self._committers[group] = group_committer(self.connection.librdkafka_config(), group)
             return consumer
 
+    @_retry_metadata
     def group_members(self, group: str) -> int:
         """How many consumers are in the group now (0 for a group that is empty or unknown)."""
         [future] = self._admin.describe_consumer_groups([group]).values()
         return len(future.result(ADMIN_TIMEOUT_S).members)
 
+    @_retry_metadata
     def commit_group(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commits offsets to a group that has no members (Kafka refuses a commit from outside an active group)."""
         done = self._committer(group).commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)

@@ -105,10 +105,11 @@ def _close_consumers() -> None:
     _consumers.clear()
 
 
-def read_ranges(settings: ReaderSettings, ranges: list[PartitionRange]) -> Iterator[pa.RecordBatch]:
+def read_ranges(settings: ReaderSettings, ranges: list[PartitionRange], consumer=None) -> Iterator[pa.RecordBatch]:
     """The records of each [start, end) range, in offset order, as Arrow batches of `RECORD_SCHEMA` (with
-    headers when `include_headers`)."""
-    consumer = _consumer(settings)
+    headers when `include_headers`); through `consumer` (made from `settings.consumer_config()`), else through
+    the one this process keeps for its next task."""
+    consumer = consumer or _consumer(settings)
     for partition_range in ranges:
         if partition_range.count > 0:
             try:

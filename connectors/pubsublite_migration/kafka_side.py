@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from connectors.kafka.admin import KafkaAdmin, PartitionRange
+from connectors.kafka.connection import client_logger
 from connectors.kafka.range_reader import ReaderSettings, read_ranges
 
 LITE_OFFSET_HEADER = "lite.offset"
@@ -36,9 +37,15 @@ def lite_offset_of(headers, topic: str, partition: int, offset: int) -> int:
 
 class KafkaSide:
     def __init__(self, admin: KafkaAdmin, topic: str):
+        from confluent_kafka import Consumer
+
         self.admin, self.topic = admin, topic
         connection = admin.connection
         self._reader = ReaderSettings(connection.librdkafka_config(), connection.bootstrap_servers, OUTAGE_TIMEOUT_S)
+        self._consumer = Consumer({**self._reader.consumer_config(), "logger": client_logger()})
+
+    def close(self) -> None:
+        self._consumer.close()
 
     def partitions(self) -> int | None:
         found = self.admin.partitions([self.topic]).get(self.topic)
@@ -56,7 +63,7 @@ class KafkaSide:
 
     def records(self, partition: int, start: int, end: int) -> Iterator[CopiedRecord]:
         """The copied records of [start, end), in order."""
-        for batch in read_ranges(self._reader, [PartitionRange(self.topic, partition, start, end)]):
+        for batch in read_ranges(self._reader, [PartitionRange(self.topic, partition, start, end)], self._consumer):
             offsets, keys, values = batch.column("offset"), batch.column("key"), batch.column("value")
             headers = batch.column("headers")
             for i in range(batch.num_rows):

@@ -90,8 +90,16 @@ def kafka_topic_config(topic: LiteTopic) -> dict[str, str]:
 
 
 class Migration:
+    """Use it in a `with` block: its Kafka reader is closed at the end."""
+
     def __init__(self, lite: LiteSide, kafka: KafkaSide):
         self.lite, self.kafka = lite, kafka
+
+    def __enter__(self) -> "Migration":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kafka.close()
 
     def plan(self, subscriptions: list[str] | None, group_format: str = DEFAULT_GROUP_FORMAT) -> MigrationPlan:
         topic = self.lite.describe()

@@ -215,4 +215,41 @@ def test_bad_input_is_named_and_changes_nothing(stack, unique):
     assert "hunter2-secret" not in bad_key.stderr + bad_key.stdout
     unknown = migrate("--topic", str(topic), "--kafka-topic", f"other-{unique}", "--subscription", "nope")
     assert unknown.returncode != 0 and "not subscriptions of Lite topic" in unknown.stderr
+    missing = migrate("--topic", str(topic).replace(topic.name, f"missing-{unique}"), "--kafka-topic", kafka_topic)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr and "Traceback" not in missing.stderr
     assert kafka_admin().partitions([f"other-{unique}"]) == {}
+
+
+def test_the_migration_as_a_dagster_job(stack, tmp_path, unique):
+    from dagster import AssetKey, DagsterEventType, DagsterInstance
+
+    from bridge_assets.definitions import build_definitions
+    from connectors import endpoints
+
+    topic, subscription = create_lite_topic(f"migrate-job-{unique}", partitions=2)
+    kafka_topic = f"migrated-job-{unique}"
+    publish_lite(topic, [{"data": f"m{i}".encode(), "ordering_key": f"k{i}"} for i in range(400)])
+    bridges = tmp_path / "bridges.yaml"
+    bridges.write_text("bridges: []\n")
+    job = build_definitions(str(bridges)).get_job_def("lite_migration")
+    run_config = {"ops": {"migrate_lite_topic": {"config": {"topic": str(topic), "kafka_topic": kafka_topic}}}}
+
+    with DagsterInstance.ephemeral() as instance:
+        result = job.execute_in_process(run_config=run_config, instance=instance)
+        assert result.success
+        [materialized] = [e for e in result.all_node_events if e.event_type == DagsterEventType.STEP_OUTPUT]
+        metadata = materialized.step_output_data.metadata
+        assert metadata["copied"].value == 400
+        assert {row.data["matches"] for row in metadata["verification"].value.records} == {"yes"}
+        assert [row.data["group"] for row in metadata["group_verification"].value.records] == [subscription.name] * 2
+        observed = instance.fetch_observations(AssetKey(endpoints.kafka_topic(kafka_topic).key), limit=10).records
+        assert observed[0].asset_observation.metadata["lite_migration_copied"].value == 400
+
+        # Published after the copy and not copied: verify-only fails the run and names why.
+        publish_lite(topic, [{"data": b"late"}])
+        verify = {"ops": {"migrate_lite_topic": {"config": {**run_config["ops"]["migrate_lite_topic"]["config"],
+                                                              "verify_only": True}}}}
+        failed = job.execute_in_process(run_config=verify, instance=instance, raise_on_error=False)
+        assert not failed.success
+        [failure] = [e for e in failed.all_node_events if e.event_type == DagsterEventType.STEP_FAILURE]
+        assert "do not all match" in failure.step_failure_data.error.message
