@@ -174,8 +174,8 @@ def render(results: dict) -> str:
     lines += ["", "### Bridges: one micro-batch", "",
               "| connector | size | settings | engine | records | seconds | records/s | MB/s | peak memory (MB) "
               "| CPU s per 100k | × Java (new worker) | × Java (warm worker) | CPU ÷ warm Java's "
-              "| memory ÷ warm Java's | × raw limit | × naive |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| memory ÷ warm Java's | run's own memory ÷ warm Java's | × raw limit | × naive |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for engine_result in results["throughput"]:
         for r in engine_result["rows"]:
             rate = r["records"] / r["seconds"]
@@ -194,6 +194,7 @@ def render(results: dict) -> str:
                 f"{cpu:.1f} | {ratio(rate, java and java['records'] / java['seconds'])} | "
                 f"{ratio(rate, warm and warm['records'] / warm['seconds'])} | "
                 f"{ratio(cpu, warm and warm['cpu_per_100k'])} | {ratio(r['peak_mb'], warm and warm.get('peak_mb'))} | "
+                f"{ratio(r['peak_mb'] - r.get('engine_at_start_mb', 0), warm and warm.get('peak_mb'))} | "
                 f"{rate / bound:.2f} | {f'{rate / naive_rate:.0f}×' if naive_rate else 'n/a'} |")
     lines += ["", "Schema Registry: " + "; ".join(
         f"{a['engine']}: Avro {a['records'] / a['seconds']:,.0f} records/s = "
@@ -208,7 +209,9 @@ def render(results: dict) -> str:
     lines += ["", "Session start before the rows: " + ", ".join(
         f"{t['engine']} {t['session_start_s']} s" for t in results["throughput"]) + ". Peak memory is the "
         "resident size of the benchmark's process tree (and, on Connect, the server's) during the row; "
-        "a JVM keeps the heap it grew to, so later rows inherit earlier peaks.", "",
+        "a JVM keeps the heap it grew to, so later rows inherit earlier peaks. The run's own memory is that peak "
+        "less what the Connect server held when the row started (on classic, the whole peak): the run's share of "
+        "a server that many bridges share.", "",
         "### Memory against batch size (Cloud Pub/Sub sink, 1 KiB, tuned, classic engine, a fresh process each)",
         "", "| batch (records) | seconds | peak memory (MB) | JVM (MB) | Python (MB) |", "| --- | --- | --- | --- | --- |"]
     for m in results["memory"]:
