@@ -54,7 +54,7 @@ def _deployment(url: str) -> Deployment | None:
     return None
 
 
-def _parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
+def parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
     keys = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -121,7 +121,7 @@ def add(name: str, connector: str | None, sets: tuple[str, ...], properties: Pat
             javaproperties.load(fh)  # a file that does not parse is told before anything else
         entry["properties"] = os.path.relpath(properties.resolve(), path.resolve().parent)
     else:
-        entry["config"] = _parse_sets(sets)
+        entry["config"] = parse_sets(sets)
     if interval:
         entry["sensor"] = {"interval_seconds": interval}
     add_entry(path, entry)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from bridgectl.bridges_cli import _parse_sets
+from bridgectl.bridges_cli import parse_sets
 from bridgectl.relay import say
 from connectors.errors import BatchError
 from connectors.kafka.admin import KafkaAdmin
@@ -57,7 +57,7 @@ def migrate(topic: str, kafka_topic: str, bootstrap_servers: str | None, sets: t
             dry_run: bool, verify_only: bool) -> None:
     """Copy a Lite topic to Kafka and commit each subscription's place to a consumer group; then verify."""
     keys = javaproperties.loads(properties.read_text()) if properties else {}
-    keys.update(_parse_sets(sets))
+    keys.update(parse_sets(sets))
     if bootstrap_servers and "bootstrap.servers" not in keys:
         keys["bootstrap.servers"] = bootstrap_servers
     if "bootstrap.servers" not in keys:

@@ -178,7 +178,7 @@ class PulledDelivery:
     """Delivers unary pulls without waiting on each: the next pull goes out while Kafka acknowledges the last
     one's records, and acks leave on a thread of their own as Kafka's acknowledgements come in. A pull delivered
     and acked before the next one went out cost four round trips per cps.maxBatchSize messages (pull, Kafka's
-    linger and ack, ack), a third of a warm Java worker's rate at the default 100 (issue #31). At most
+    linger and acknowledgement, ack), 100 messages at the default. At most
     MAX_IN_FLIGHT messages wait on Kafka; while Kafka is slow, their ack deadlines are pushed back. Leaving the
     block waits until every record Kafka took is acked, unless it is left by an error: then what Kafka took but
     was not acked comes again (at least once, as before)."""
@@ -201,8 +201,8 @@ class PulledDelivery:
             self._acks.shutdown(wait=True)
 
     def deliver(self, converter, received: list) -> None:
-        """Hands one pull's messages (raw protobuf, `received_messages`) to Kafka, acks what Kafka has acknowledged so far, and waits while too much
-        is in flight."""
+        """Hands one pull's messages (raw protobuf, `received_messages`) to Kafka, acks what Kafka has
+        acknowledged so far, and waits while too much is in flight."""
         self._delivery.send(converter, [(message_in(m), m.message.message_id) for m in received],
                             [m.ack_id for m in received])
         waited = time.monotonic()

@@ -249,7 +249,8 @@ class KafkaAdmin:
     @_retry_metadata
     def commit_group(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commits offsets to a group that has no members (Kafka refuses a commit from outside an active group)."""
-        done = self._committer(group).commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        requested = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        done = self._committer(group).commit(offsets=requested, asynchronous=False)
         for tp in done or ():
             if tp.error is not None:
                 raise KafkaException(tp.error)
