@@ -36,6 +36,11 @@ class BatchSettings(BaseModel):
     # A Kafka sink's batch commits what the target acknowledged to the bridge's Kafka group this often as it goes:
     # a run killed mid-batch is followed by one that starts there (continuous mode sets it to the commit interval).
     progress_interval_ms: int = Field(5_000, ge=100, le=3_600_000)
+    # Kafka sinks, as Spark's Kafka option minPartitions: split the batch's offset ranges until there are at least
+    # this many Spark tasks, so a topic with fewer partitions than cores keeps every core busy. A partition's
+    # records are then delivered by several tasks at once, out of order: only for a connector that says its
+    # delivery does not keep a partition's order (the plugin's `partition_order`). Unset: one task per partition.
+    min_partitions: int | None = Field(None, ge=1, le=1024)
 
 
 class SensorSettings(BaseModel):

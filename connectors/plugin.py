@@ -107,6 +107,9 @@ class ReportKeys:
     rejected: tuple[str, ...]  # counters of records that did not reach the target as themselves
 
 
+PARTITION_ORDER_KEPT = "its delivery keeps each partition's records in order"
+
+
 @dataclass(frozen=True)
 class ConnectorPlugin:
     name: str  # what a bridge names in `connector:` (the reference connector's short class name)
@@ -125,6 +128,9 @@ class ConnectorPlugin:
     watcher: Callable[[Systems, Bridge], Callable[[Any], bool]] | None = None
     # Continuous mode's always-on delivery, started from a position; None: a continuous run loops `run_batch`.
     open_stream: Callable[[Systems, Bridge, Any], Stream] | None = None
+    # Why this config's delivery needs each Kafka partition's records in order (then batch.min_partitions never
+    # splits its ranges), or None when order does not matter to it. Undeclared: order is needed.
+    partition_order: Callable[[ConnectorConfig], str | None] = lambda config: PARTITION_ORDER_KEPT
 
     def __post_init__(self) -> None:
         if self.signal is None and self.watcher is None and self.open_stream is None:

@@ -33,6 +33,13 @@ def _open_stream(systems: Systems, bridge: Bridge, position):
     return open_kafka_sink_stream(systems, bridge, position, deliver, config.delay_ms / 1000)
 
 
+def _partition_order(config: CloudPubSubSinkConfig) -> str | None:
+    """Pub/Sub keeps no order without ordering keys; with them, a key's messages must be published in order."""
+    if config.ordering_key_source == "none":
+        return None
+    return f"orderingKeySource={config.ordering_key_source} publishes each ordering key's messages in order"
+
+
 def _route(bridge: Bridge) -> str:
     cfg = bridge.config
     return f"Kafka {kafka_source_label(cfg)} -> Pub/Sub projects/{cfg.cps_project}/topics/{cfg.cps_topic}"
@@ -58,6 +65,7 @@ CONNECTOR = ConnectorPlugin(
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
     writes=_writes,
+    partition_order=_partition_order,
     keys=SINK_KEYS,
     open_stream=_open_stream,
 )

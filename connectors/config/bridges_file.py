@@ -146,6 +146,9 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
     except ValidationError as exc:
         known, secret = set(plugin.config_model.known_keys()), plugin.config_model.secret_keys()
         raise BridgeConfigError("\n".join(_describe(err, known, secret) for err in exc.errors())) from None
+    if entry.batch.min_partitions is not None and (why := plugin.partition_order(config)) is not None:
+        raise BridgeConfigError(f"batch.min_partitions: {plugin.name} cannot split a partition's records over "
+                                f"tasks here: {why}")
     return Bridge(str(name), plugin, config, entry.batch, entry.sensor, entry.mode, continuous,
                   entry.group or DEFAULT_GROUP, entry.checks)
 

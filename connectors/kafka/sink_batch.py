@@ -63,7 +63,8 @@ def run_kafka_sink_batch(
                                          deliver, SUMMARY_SCHEMA, config.reads_kafka_headers,
                                          config.isolation_level,
                                          BatchProgress(consumer_group, uuid.uuid4().hex[:16],
-                                                       batch.progress_interval_ms / 1000))
+                                                       batch.progress_interval_ms / 1000),
+                                         batch.min_partitions)
         for row in rows:
             counts = result.per_partition.setdefault(f"{row['topic']}-{row['partition']}", dict.fromkeys(COUNTERS, 0))
             for name in COUNTERS:

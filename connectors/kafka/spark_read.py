@@ -4,6 +4,7 @@ in the Python worker (range_reader.py) and handing the records straight to the c
 from __future__ import annotations
 
 import functools
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -18,7 +19,7 @@ from connectors.kafka.delivered import DeliveredCommit
 from connectors.kafka.range_reader import ReaderSettings, read_ranges
 from connectors.kafka.sink_tally import COUNTERS
 
-__all__ = ["BatchProgress", "Deliver", "deliver_offset_ranges"]
+__all__ = ["BatchProgress", "Deliver", "deliver_offset_ranges", "split_ranges"]
 
 # Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and yields its summary rows, only once
 # the destination has acknowledged every record it was handed.
@@ -46,26 +47,47 @@ def deliver_offset_ranges(
     include_headers: bool = True,
     isolation_level: str = "read_uncommitted",
     progress: BatchProgress | None = None,
+    min_partitions: int | None = None,
 ) -> list[Row]:
     """Run `deliver` over the records of every [start, end) range, one Spark task per range, and collect the
     summary rows (`summary_schema`, a Spark DDL string). A broker silent for `timeout_s` fails the task with
     one line naming the partition and offset. Without `include_headers` the records have no headers column.
     With `progress`, each task commits what was acknowledged as it goes (the summary must carry the sink's
-    counters, sink_tally.SUMMARY_SCHEMA)."""
+    counters, sink_tally.SUMMARY_SCHEMA). With `min_partitions`, ranges are split until there are at least that
+    many tasks (`split_ranges`)."""
     settings = ReaderSettings({**connection.librdkafka_config(), "isolation.level": isolation_level},
                               connection.bootstrap_servers, timeout_s, include_headers)
-    tasks = spark.range(0, len(ranges), 1, len(ranges))
-    return tasks.mapInArrow(functools.partial(_read_and_deliver, settings, list(ranges), deliver, progress),
+    pieces = split_ranges(list(ranges), min_partitions) if min_partitions else [(r, True) for r in ranges]
+    tasks = spark.range(0, len(pieces), 1, len(pieces))
+    return tasks.mapInArrow(functools.partial(_read_and_deliver, settings, pieces, deliver, progress),
                             summary_schema).collect()
 
 
-def _read_and_deliver(settings: ReaderSettings, ranges: list[PartitionRange], deliver: Deliver,
+def split_ranges(ranges: list[PartitionRange], at_least: int) -> list[tuple[PartitionRange, bool]]:
+    """The ranges cut into at least `at_least` pieces where there are fewer (each into a share of them as large as
+    its share of the records, rounded up), each with whether it is its partition's first piece."""
+    total = sum(r.count for r in ranges)
+    if len(ranges) >= at_least or total == 0:
+        return [(r, True) for r in ranges]
+    pieces = []
+    for r in ranges:
+        parts = max(1, min(r.count, math.ceil(r.count / total * at_least)))
+        bounds = [r.start + r.count * i // parts for i in range(parts + 1)]
+        pieces += [(PartitionRange(r.topic, r.partition, start, end), start == r.start)
+                   for start, end in zip(bounds, bounds[1:])]
+    return pieces
+
+
+def _read_and_deliver(settings: ReaderSettings, pieces: list[tuple[PartitionRange, bool]], deliver: Deliver,
                       progress: BatchProgress | None, task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    mine = [ranges[i] for ids in task_ids for i in ids.column(0).to_pylist()]
+    ids = [i for batch in task_ids for i in batch.column(0).to_pylist()]
+    mine = [pieces[i][0] for i in ids]
     if not mine:
         return
     records = read_ranges(settings, mine)
-    if progress is None:
+    # Progress is committed only by a partition's first piece: a later piece's end, committed while an earlier
+    # piece is still on its way, would skip that piece's rest after a kill.
+    if progress is None or not all(pieces[i][1] for i in ids):
         yield from deliver(records)
         return
     committer = group_committer(settings.client_config, progress.group)

@@ -211,3 +211,18 @@ def test_topic_routing_sends_each_kafka_topic_to_its_own_pubsub_topic(stack, spa
     for topic in topics:
         assert sorted(m.data.decode() for m in drain(subscriptions[topic])) == sorted(
             f"{topic}-{i}" for i in range(20))
+
+
+def test_min_partitions_splits_one_partition_over_tasks(stack, spark, tmp_path, unique):
+    topic, name = f"split-{unique}", f"split_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, batch={"min_partitions": 3}))
+    instance = DagsterInstance.ephemeral()
+    produce(topic, [(None, f"r-{i}") for i in range(3_000)])
+
+    metadata = materialize_bridge(defs, name, instance)
+    arrived = [m.data.decode() for m in drain(subscription)]
+    assert sorted(arrived) == sorted(f"r-{i}" for i in range(3_000))  # each once, whatever task took it
+    assert metadata["records_published"].value == 3_000
+    assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == {topic: {0: 3_000}}
