@@ -4,6 +4,7 @@ place as a Kafka consumer group's offset, verifiably and again until the cut-ove
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -25,7 +26,9 @@ from connectors.pubsublite_migration import report
 from connectors.pubsublite_migration.lite_side import LiteSide
 from connectors.pubsublite_migration.migrate import DEFAULT_GROUP_FORMAT, Migration, MigrationPlan
 
-_stdout = Console()  # the plan and the reports are the output; remarks go to stderr (`say`)
+# The plan and the reports are the output; remarks go to stderr (`say`). Piped to a file, the tables keep their
+# columns whole instead of rich's 80 characters.
+_stdout = Console(width=None if sys.stdout.isatty() else 200)
 
 
 @click.group()
