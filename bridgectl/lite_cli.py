@@ -93,21 +93,16 @@ def _migrate(migration: Migration, subscriptions: list[str] | None, group_format
             _print_plan(plan)
             return True
         if not verify_only:
-            _copy(migration, plan)
-            migration.move_groups(plan)
+            _copy_and_move_groups(migration, plan)
             for move in plan.groups:
                 say(f"group {move.group} (Lite {move.subscription.rsplit('/', 1)[-1]}): {move.outcome}")
         return _print_verification(migration, plan)
 
 
-def _copy(migration: Migration, plan: MigrationPlan) -> None:
-    if plan.to_copy == 0:
-        say(f"nothing new to copy to Kafka topic {plan.kafka_topic}")
-        migration.copy(plan)  # creates the topic when missing
-        return
+def _copy_and_move_groups(migration: Migration, plan: MigrationPlan) -> None:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+    with Progress(*columns, console=Console(stderr=True), transient=False, disable=plan.to_copy == 0) as progress:
         tasks = {c.partition: progress.add_task(f"partition {c.partition}", total=c.to_copy, rate="")
                  for c in plan.copies}
 
@@ -116,9 +111,10 @@ def _copy(migration: Migration, plan: MigrationPlan) -> None:
             progress.update(tasks[partition], advance=n,
                             rate=f"{task.speed:,.0f} records/s" if task.speed else "")
 
-        migration.copy(plan, advance)
+        migration.copy_and_move_groups(plan, advance)
     copied = sum(c.copied for c in plan.copies)
-    say(f"copied {copied:,} messages to Kafka topic {plan.kafka_topic}")
+    say(f"copied {copied:,} messages to Kafka topic {plan.kafka_topic}" if copied
+        else f"nothing new to copy to Kafka topic {plan.kafka_topic}")
 
 
 def _print_plan(plan: MigrationPlan) -> None:

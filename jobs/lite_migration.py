@@ -72,9 +72,8 @@ def migrate_lite_topic(context: OpExecutionContext, config: LiteMigrationConfig,
         metadata = {"plan": _table(report.plan_rows(plan)), "groups_before": _table(report.plan_group_rows(plan))}
         if not config.verify_only:
             progress = _Progress(context, config.kafka_topic, {c.partition: c.to_copy for c in plan.copies})
-            migration.copy(plan, progress)
+            migration.copy_and_move_groups(plan, progress)
             progress.show()
-            migration.move_groups(plan)
             for move in plan.groups:
                 context.log.info(f"group {move.group}: {move.outcome}")
             metadata["copied"] = sum(c.copied for c in plan.copies)

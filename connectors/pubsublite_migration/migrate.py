@@ -10,6 +10,7 @@ from typing import Callable
 
 from connectors.pubsublite_migration.copy import PartitionCopy, copy_partitions
 from connectors.pubsublite_migration.kafka_side import KafkaSide
+from connectors.pubsublite_migration.lease import CopyLease
 from connectors.pubsublite_migration.lite_side import LiteSide, LiteTopic, read_messages, run_reads
 
 DEFAULT_GROUP_FORMAT = "${subscription}"
@@ -113,24 +114,29 @@ class Migration:
         if not through:
             raise ValueError(f"Lite topic {topic.path} has no subscription: Lite reads only through one; create one "
                              "(it need not be used otherwise) and run again")
-        heads = self.lite.heads(topic.partitions)
-        bounds = self.kafka.bounds(topic.partitions) if kafka_partitions else {}
-        copies = []
-        for p in range(topic.partitions):
+        plan = MigrationPlan(topic, self.kafka.topic, kafka_partitions, through, [],
+                             [GroupMove(s, group_name(group_format, s), {}) for s in chosen])
+        self._read_positions(plan)
+        return plan
+
+    def _read_positions(self, plan: MigrationPlan) -> None:
+        """What is left to copy per partition (from the last `lite.offset` in Kafka to Lite's head now), and each
+        group's subscription cursors, members and offsets now."""
+        partitions = plan.topic.partitions
+        heads = self.lite.heads(partitions)
+        bounds = self.kafka.bounds(partitions) if plan.kafka_partitions else {}
+        plan.copies = []
+        for p in range(partitions):
             first, end = bounds.get(p, (0, 0))
-            last = self.kafka.last_copied(p, first, end) if kafka_partitions else None
+            last = self.kafka.last_copied(p, first, end) if plan.kafka_partitions else None
             start = 0 if last is None else last + 1
-            copies.append(PartitionCopy(p, start, heads[p], self.lite.retained(p, start, heads[p])))
-        groups = []
-        for subscription in chosen:
-            move = GroupMove(subscription, group_name(group_format, subscription),
-                             self.lite.subscription(subscription, topic.partitions).cursors)
+            plan.copies.append(PartitionCopy(p, start, heads[p], self.lite.retained(p, start, heads[p])))
+        for move in plan.groups:
+            move.cursors = self.lite.subscription(move.subscription, partitions).cursors
             move.members = self.kafka.admin.group_members(move.group)
-            if kafka_partitions:
-                move.committed_before = self.kafka.admin.committed_offsets(
-                    move.group, {self.kafka.topic: list(range(topic.partitions))}).get(self.kafka.topic, {})
-            groups.append(move)
-        return MigrationPlan(topic, self.kafka.topic, kafka_partitions, through, copies, groups)
+            move.committed_before = self.kafka.admin.committed_offsets(
+                move.group, {plan.kafka_topic: list(range(partitions))}).get(plan.kafka_topic, {}) \
+                if plan.kafka_partitions else {}
 
     def _subscriptions(self, topic: LiteTopic, asked: list[str] | None) -> list[str]:
         if not asked:
@@ -142,14 +148,21 @@ class Migration:
             raise ValueError(f"not subscriptions of Lite topic {topic.path}: {', '.join(unknown)}")
         return paths
 
-    def copy(self, plan: MigrationPlan, progress: Callable[[int, int], None] = lambda p, n: None) -> None:
+    def copy_and_move_groups(self, plan: MigrationPlan,
+                             progress: Callable[[int, int], None] = lambda p, n: None) -> None:
+        """Creates the Kafka topic when missing, then, under the topic's lease (one migration writing it at a time),
+        reads the positions again (another migration may have written since the plan), copies what is left and
+        commits each subscription's place to its group."""
         if plan.kafka_partitions is None:
             self.kafka.create(plan.topic.partitions, kafka_topic_config(plan.topic))
             plan.kafka_partitions = plan.topic.partitions
-        copy_partitions(self.lite, plan.through, self.kafka.admin.connection.librdkafka_config(), plan.kafka_topic,
-                        plan.copies, progress)
+        client_config = self.kafka.admin.connection.librdkafka_config()
+        with CopyLease(client_config, plan.kafka_topic):
+            self._read_positions(plan)
+            copy_partitions(self.lite, plan.through, client_config, plan.kafka_topic, plan.copies, progress)
+            self._move_groups(plan)
 
-    def move_groups(self, plan: MigrationPlan) -> None:
+    def _move_groups(self, plan: MigrationPlan) -> None:
         """Commits each subscription's place to its group: forward only, and never to a group with members."""
         bounds = self.kafka.bounds(plan.topic.partitions)
         for move in plan.groups:

@@ -253,3 +253,30 @@ def test_the_migration_as_a_dagster_job(stack, tmp_path, unique):
         assert not failed.success
         [failure] = [e for e in failed.all_node_events if e.event_type == DagsterEventType.STEP_FAILURE]
         assert "do not all match" in failure.step_failure_data.error.message
+
+
+def test_one_migration_writes_a_kafka_topic_at_a_time(stack, unique):
+    from connectors.pubsublite_migration.lease import LAPSE_S, CopyLease, MigrationRunning
+
+    topic = f"migrate-lease-{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    config = {"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]}
+    with CopyLease(config, topic):  # a migration at work: the second waits a lapse, then is refused
+        with pytest.raises(MigrationRunning, match=f"another migration is writing Kafka topic {topic}"):
+            with CopyLease(config, topic):
+                pass
+    with CopyLease(config, topic):  # released at its end: the next one need not wait
+        pass
+
+    # A migration killed -9 while it holds the lease: the next one waits for the lease to lapse, then goes on.
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom connectors.pubsublite_migration.lease import CopyLease\n"
+        f"with CopyLease({config!r}, {topic!r}):\n    print('held', flush=True)\n    time.sleep(120)\n")],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()
+    holder.wait()
+    started = time.monotonic()
+    with CopyLease(config, topic):
+        waited = time.monotonic() - started
+    assert 1 < waited < LAPSE_S + 3
