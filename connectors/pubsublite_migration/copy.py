@@ -6,7 +6,6 @@ so whatever a killed run left, the last record in Kafka says where the next run 
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,7 +15,6 @@ from connectors.pubsublite_migration.kafka_side import LITE_OFFSET_HEADER
 from connectors.pubsublite_migration.lite_side import LiteSide, read_messages, run_reads
 from connectors.pubsublite_source.convert import attribute_headers, record_timestamp_ms
 
-log = logging.getLogger(__name__)
 FLUSH_TIMEOUT_S = 60
 
 

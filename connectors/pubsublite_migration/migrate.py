@@ -134,9 +134,14 @@ class Migration:
         for move in plan.groups:
             move.cursors = self.lite.subscription(move.subscription, partitions).cursors
             move.members = self.kafka.admin.group_members(move.group)
-            move.committed_before = self.kafka.admin.committed_offsets(
-                move.group, {plan.kafka_topic: list(range(partitions))}).get(plan.kafka_topic, {}) \
-                if plan.kafka_partitions else {}
+            move.committed_before = self._group_offsets(plan, move.group)
+
+    def _group_offsets(self, plan: MigrationPlan, group: str) -> dict[int, int]:
+        """The group's committed offsets on the Kafka topic, per partition (none before the topic exists)."""
+        if not plan.kafka_partitions:
+            return {}
+        partitions = {plan.kafka_topic: list(range(plan.topic.partitions))}
+        return self.kafka.admin.committed_offsets(group, partitions).get(plan.kafka_topic, {})
 
     def _subscriptions(self, topic: LiteTopic, asked: list[str] | None) -> list[str]:
         if not asked:
@@ -188,9 +193,7 @@ class Migration:
         group_checks = []
         for move in plan.groups:
             cursors = self.lite.subscription(move.subscription, partitions).cursors
-            committed = self.kafka.admin.committed_offsets(
-                move.group, {plan.kafka_topic: list(range(partitions))}).get(plan.kafka_topic, {}) \
-                if plan.kafka_partitions else {}
+            committed = self._group_offsets(plan, move.group)
             for p in range(partitions):
                 expected = self.kafka.offset_for(p, cursors[p], *bounds[p])
                 offset = committed.get(p)
