@@ -85,3 +85,9 @@ class PubSubConnection:
         from google.cloud import pubsub_v1
 
         return pubsub_v1.SubscriberClient(**self._prepare())
+
+    def publisher(self):
+        """The client library's publisher, for topic administration (messages go through request_publisher)."""
+        from google.cloud import pubsub_v1
+
+        return pubsub_v1.PublisherClient(**self._prepare())

@@ -42,6 +42,7 @@ class LiteSide:
             raise ValueError(f"--topic {topic_path!r} is not a Lite topic path "
                              "(projects/PROJECT/locations/LOCATION/topics/TOPIC)") from None
         self.region = region_of(self.topic_path.location)
+        self._cursor_service = None
 
     def describe(self) -> LiteTopic:
         admin = self.connection.admin(self.region)
@@ -58,6 +59,32 @@ class LiteSide:
         committed = {c.partition: c.cursor.offset
                      for c in service.list_partition_cursors(request={"parent": path})}
         return LiteSubscription(path, {p: committed.get(p, 0) for p in range(partitions)})
+
+    def subscription_exists(self, path: str) -> bool:
+        from google.api_core.exceptions import NotFound
+        from google.cloud.pubsublite.types import SubscriptionPath
+
+        try:
+            self.connection.admin(self.region).get_subscription(SubscriptionPath.parse(path))
+            return True
+        except NotFound:
+            return False
+
+    def create_subscription(self, path: str) -> None:
+        """A subscription of the topic whose cursors start at its oldest retained message."""
+        from google.cloud.pubsublite import Subscription
+        from google.cloud.pubsublite.types import BacklogLocation
+
+        delivery = Subscription.DeliveryConfig(
+            delivery_requirement=Subscription.DeliveryConfig.DeliveryRequirement.DELIVER_IMMEDIATELY)
+        self.connection.admin(self.region).create_subscription(
+            Subscription(name=path, topic=str(self.topic_path), delivery_config=delivery), BacklogLocation.BEGINNING)
+
+    def commit(self, path: str, partition: int, offset: int) -> None:
+        if self._cursor_service is None:  # kept: a copy commits every second
+            self._cursor_service = self.connection.cursor_service(self.region)
+        self._cursor_service.commit_cursor(request={
+            "subscription": path, "partition": partition, "cursor": {"offset": offset}})
 
     def heads(self, partitions: int) -> dict[int, int]:
         stats = self.connection.topic_stats_service(self.region)

@@ -4,7 +4,6 @@ the groups' offsets, and the verification. Re-runs copy only what is new and mov
 from __future__ import annotations
 
 import hashlib
-import string
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -12,8 +11,8 @@ from connectors.pubsublite_migration.copy import PartitionCopy, copy_partitions
 from connectors.pubsublite_migration.kafka_side import KafkaSide
 from connectors.pubsublite_migration.lease import CopyLease
 from connectors.pubsublite_migration.lite_side import LiteSide, LiteTopic, read_messages, run_reads
+from connectors.pubsublite_migration.names import DEFAULT_NAME_FORMAT, chosen_subscriptions, target_name
 
-DEFAULT_GROUP_FORMAT = "${subscription}"
 
 
 @dataclass
@@ -74,16 +73,6 @@ class GroupCheck:
         return self.group_offset is not None and self.group_offset >= self.expected_offset
 
 
-def group_name(group_format: str, subscription: str) -> str:
-    """`group_format` with ${subscription} (the subscription's short name) and ${project}, ${location} filled."""
-    parts = subscription.split("/")  # projects/P/locations/L/subscriptions/S
-    try:
-        return string.Template(group_format).substitute(subscription=parts[5], project=parts[1], location=parts[3])
-    except (KeyError, ValueError) as exc:
-        raise ValueError(f"--group-format {group_format!r}: only ${{subscription}}, ${{project}} and ${{location}} "
-                         f"can be used ({exc})") from None
-
-
 def kafka_topic_config(topic: LiteTopic) -> dict[str, str]:
     """The Kafka topic keeps what the Lite topic keeps: its retention period (or none) and bytes per partition."""
     return {"retention.ms": str(topic.retention_period_ms or -1),
@@ -102,9 +91,9 @@ class Migration:
     def __exit__(self, *exc) -> None:
         self.kafka.close()
 
-    def plan(self, subscriptions: list[str] | None, group_format: str = DEFAULT_GROUP_FORMAT) -> MigrationPlan:
+    def plan(self, subscriptions: list[str] | None, group_format: str = DEFAULT_NAME_FORMAT) -> MigrationPlan:
         topic = self.lite.describe()
-        chosen = self._subscriptions(topic, subscriptions)
+        chosen = chosen_subscriptions(topic, subscriptions)
         kafka_partitions = self.kafka.partitions()
         if kafka_partitions is not None and kafka_partitions != topic.partitions:
             raise ValueError(f"Kafka topic {self.kafka.topic} has {kafka_partitions} partitions and Lite topic "
@@ -115,7 +104,7 @@ class Migration:
             raise ValueError(f"Lite topic {topic.path} has no subscription: Lite reads only through one; create one "
                              "(it need not be used otherwise) and run again")
         plan = MigrationPlan(topic, self.kafka.topic, kafka_partitions, through, [],
-                             [GroupMove(s, group_name(group_format, s), {}) for s in chosen])
+                             [GroupMove(s, target_name(group_format, s, "--group-format"), {}) for s in chosen])
         self._read_positions(plan)
         return plan
 
@@ -142,16 +131,6 @@ class Migration:
             return {}
         partitions = {plan.kafka_topic: list(range(plan.topic.partitions))}
         return self.kafka.admin.committed_offsets(group, partitions).get(plan.kafka_topic, {})
-
-    def _subscriptions(self, topic: LiteTopic, asked: list[str] | None) -> list[str]:
-        if not asked:
-            return list(topic.subscriptions)
-        location = topic.path.rsplit("/topics/", 1)[0]
-        paths = [s if s.startswith("projects/") else f"{location}/subscriptions/{s}" for s in asked]
-        unknown = [s for s in paths if s not in topic.subscriptions]
-        if unknown:
-            raise ValueError(f"not subscriptions of Lite topic {topic.path}: {', '.join(unknown)}")
-        return paths
 
     def copy_and_move_groups(self, plan: MigrationPlan,
                              progress: Callable[[int, int], None] = lambda p, n: None) -> None:

@@ -7,7 +7,8 @@ import pytest
 
 from connectors.kafka.client_keys import kafka_client_keys
 from connectors.pubsublite_migration.lite_side import LiteTopic
-from connectors.pubsublite_migration.migrate import group_name, kafka_topic_config
+from connectors.pubsublite_migration.migrate import kafka_topic_config
+from connectors.pubsublite_migration.names import chosen_subscriptions, target_name
 
 SUBSCRIPTION = "projects/acme/locations/us-central1-a/subscriptions/orders-reader"
 
@@ -38,11 +39,21 @@ def test_a_jaas_line_of_another_login_module_is_refused():
                            "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"})
 
 
-def test_group_names_from_the_format():
-    assert group_name("${subscription}", SUBSCRIPTION) == "orders-reader"
-    assert group_name("lite-${project}-${subscription}", SUBSCRIPTION) == "lite-acme-orders-reader"
-    with pytest.raises(ValueError, match="--group-format"):
-        group_name("${topic}", SUBSCRIPTION)
+def test_target_names_from_the_format():
+    assert target_name("${subscription}", SUBSCRIPTION, "--group-format") == "orders-reader"
+    assert target_name("lite-${project}-${subscription}", SUBSCRIPTION, "--group-format") == "lite-acme-orders-reader"
+    with pytest.raises(ValueError, match="--subscription-format"):
+        target_name("${topic}", SUBSCRIPTION, "--subscription-format")
+
+
+def test_every_subscription_is_carried_by_default_but_the_migrations_own():
+    location = "projects/acme/locations/us-central1-a"
+    own = f"{location}/subscriptions/bridgectl-migrate-orders-to-orders"
+    topic = LiteTopic(f"{location}/topics/orders", 3, None, 1, (SUBSCRIPTION, own))
+    assert chosen_subscriptions(topic, None) == [SUBSCRIPTION]
+    assert chosen_subscriptions(topic, ["orders-reader"]) == [SUBSCRIPTION]
+    with pytest.raises(ValueError, match="not subscriptions of Lite topic"):
+        chosen_subscriptions(topic, ["nope"])
 
 
 def test_the_kafka_topic_keeps_what_lite_keeps():
