@@ -268,7 +268,8 @@ def _lite_source(measure, spark, admin, subscription, size, count):
         "pubsublite.subscription": subscription.name, "kafka.topic": back})
 
     def run():
-        result = run_lite_source_batch(spark, config, lite_connection(), admin, {}, BatchSettings(max_records=count))
+        result = run_lite_source_batch(spark, config, lite_connection(), admin, {}, BatchSettings(max_records=count),
+                                       "bench")
         assert result.messages == count, result.messages
         return result.messages, result.duration_s
 

@@ -131,6 +131,8 @@ class ConnectorPlugin:
     # Why this config's delivery needs each Kafka partition's records in order (then batch.min_partitions never
     # splits its ranges), or None when order does not matter to it. Undeclared: order is needed.
     partition_order: Callable[[ConnectorConfig], str | None] = lambda config: PARTITION_ORDER_KEPT
+    # The modes ("batch", "continuous") in which its config's exactly.once.support=required is built.
+    exactly_once_modes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.signal is None and self.watcher is None and self.open_stream is None:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from connectors.bridge import (
     DEFAULT_GROUP, MOST_STREAM_TASKS, BatchSettings, Bridge, CheckSettings, ContinuousSettings, SensorSettings,
 )
-from connectors.config.common import IGNORED_FRAMEWORK_KEYS
+from connectors.config.common import IGNORED_FRAMEWORK_KEYS, ExactlyOnceKeys
 from connectors.config.providers import ConfigProviderError, check_reference, resolve
 from connectors.plugins import installed_plugins, plugin_for
 
@@ -149,6 +149,10 @@ def _load_entry(raw: Any, base_dir: Path) -> Bridge:
     if entry.batch.min_partitions is not None and (why := plugin.partition_order(config)) is not None:
         raise BridgeConfigError(f"batch.min_partitions: {plugin.name} cannot split a partition's records over "
                                 f"tasks here: {why}")
+    if isinstance(config, ExactlyOnceKeys) and config.exactly_once and entry.mode not in plugin.exactly_once_modes:
+        built = " and ".join(plugin.exactly_once_modes) or "no mode"
+        raise BridgeConfigError(f"exactly.once.support=required: {plugin.name} has it in {built} so far, not in "
+                                f"mode {entry.mode}")
     return Bridge(str(name), plugin, config, entry.batch, entry.sensor, entry.mode, continuous,
                   entry.group or DEFAULT_GROUP, entry.checks)
 

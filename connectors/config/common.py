@@ -106,6 +106,35 @@ class ErrorHandlingKeys(BaseModel):
         return self
 
 
+class ExactlyOnceKeys(BaseModel):
+    """KIP-618's keys of a source connector that writes Kafka, with their Kafka Connect names."""
+
+    exactly_once_support: Literal["requested", "required"] = Field(
+        "requested", alias="exactly.once.support",
+        description="`required`: records and the bridge's position go to Kafka in one transaction, so a consumer "
+                    "with isolation.level=read_committed sees every source record exactly once, through kills, "
+                    "restarts and runs at once. `requested` (the default) is at least once, as before")
+    transaction_boundary: Literal["poll", "interval"] = Field(
+        "poll", alias="transaction.boundary",
+        description="with exactly.once.support=required: `poll`, one transaction per task's slice of a batch; "
+                    "`interval`, one every transaction.boundary.interval.ms within it")
+    transaction_boundary_interval_ms: int = Field(
+        60_000, alias="transaction.boundary.interval.ms", ge=1,
+        description="with transaction.boundary=interval: how long a transaction stays open at most (Kafka "
+                    "Connect's default offset.flush.interval.ms)")
+    offsets_storage_topic: str | None = Field(
+        None, alias="offsets.storage.topic",
+        description="with exactly.once.support=required: the compacted topic holding the bridge's positions, "
+                    "written in the records' transactions (default bridge-offsets.<bridge name>)")
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.exactly_once_support == "required"
+
+    def positions_topic_name(self, bridge_name: str) -> str:
+        return self.offsets_storage_topic or f"bridge-offsets.{bridge_name}"
+
+
 class KafkaTopicsKeys(BaseModel):
     """Source topics of a sink connector: `topics` (comma list) or `topics.regex`, exactly one."""
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec, ResourceType,
+    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, OffsetSpec, ResourceType,
 )
 from google.api_core.retry import Retry
 
@@ -39,7 +39,7 @@ def _retriable(exc: BaseException) -> bool:
     return error.retriable() or error.code() in _TRANSIENT_CODES
 
 
-_retry_metadata = Retry(predicate=_retriable, initial=0.1, maximum=2.0, multiplier=2, timeout=2 * ADMIN_TIMEOUT_S)
+retry_transient = Retry(predicate=_retriable, initial=0.1, maximum=2.0, multiplier=2, timeout=2 * ADMIN_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,11 @@ class KafkaAdmin:
                 return False
             raise
 
+    def ensure_partitions(self, name: str, partitions: int) -> None:
+        """Adds partitions to an existing topic until it has `partitions` (never removes any)."""
+        if len(self.partitions([name]).get(name, ())) < partitions:
+            self._admin.create_partitions([NewPartitions(name, partitions)])[name].result(ADMIN_TIMEOUT_S)
+
     def topic_max_message_bytes(self, topics: list[str]) -> dict[str, int]:
         """Each existing topic's max.message.bytes (its own setting or the broker's default)."""
         resources = [ConfigResource(ResourceType.TOPIC, name) for name in topics]
@@ -184,7 +189,7 @@ class KafkaAdmin:
             self._admin.incremental_alter_configs([resource])[resource].result(ADMIN_TIMEOUT_S)
 
     # --- offsets -----------------------------------------------------------------------------
-    @_retry_metadata
+    @retry_transient
     def _list_offsets(self, partitions: dict[str, list[int]], spec: OffsetSpec,
                       isolation_level: str = "read_uncommitted") -> Offsets:
         request = {TopicPartition(t, p): spec for t, ps in partitions.items() for p in ps}
@@ -215,7 +220,7 @@ class KafkaAdmin:
             result.setdefault(topic, {})[partition] = offset
         return result
 
-    @_retry_metadata
+    @retry_transient
     def commits(self, group: str, partitions: dict[str, list[int]]) -> dict[tuple[str, int], tuple[int, str | None]]:
         """The group's commits, (offset, metadata) per committed partition. A consumer that never subscribes
         asks for them: the admin API's ListConsumerGroupOffsets crashes librdkafka 2.16 (SIGSEGV in
@@ -240,13 +245,13 @@ class KafkaAdmin:
                 consumer = self._committers[group] = group_committer(self.connection.librdkafka_config(), group)
             return consumer
 
-    @_retry_metadata
+    @retry_transient
     def group_members(self, group: str) -> int:
         """How many consumers are in the group now (0 for a group that is empty or unknown)."""
         [future] = self._admin.describe_consumer_groups([group]).values()
         return len(future.result(ADMIN_TIMEOUT_S).members)
 
-    @_retry_metadata
+    @retry_transient
     def commit_group(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commits offsets to a group that has no members (Kafka refuses a commit from outside an active group)."""
         requested = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]

@@ -8,7 +8,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator, Literal
+from typing import Callable, Iterator, Literal
 
 
 @dataclass(frozen=True)
@@ -93,19 +93,19 @@ _KEPT_PRODUCERS_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def kept_producer(config: dict) -> Iterator:
+def kept_producer(config: dict, make: Callable[[dict], object] | None = None) -> Iterator:
     """A producer for `config`, kept in this process for the next task after this one: Kafka acknowledged a new
     idempotent producer's first record about 0.5 s after it was made (measured on the local broker, warm), a cost
     every micro-batch's task of the Cloud and Lite sources and the Kafka sink paid. A producer serves one user at a
     time (a second one at once gets its own); one whose user failed is not kept, so the next task starts clean. The
-    user flushes it before leaving."""
+    user flushes it before leaving. `make` builds a new one (default: confluent-kafka's Producer)."""
     from confluent_kafka import Producer
 
     key = tuple(sorted((name, repr(value)) for name, value in config.items() if name != "logger"))
     with _KEPT_PRODUCERS_LOCK:
         producer = _KEPT_PRODUCERS.pop(key, None)
     if producer is None:
-        producer = Producer(config)
+        producer = (make or Producer)(config)
     yield producer  # an error here leaves the producer to be collected
     with _KEPT_PRODUCERS_LOCK:
         _KEPT_PRODUCERS.setdefault(key, producer)

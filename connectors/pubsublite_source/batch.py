@@ -3,6 +3,9 @@
 Order of effects: read -> Kafka acknowledges -> cursors committed to Lite -> cursors recorded as
 asset metadata. A crash anywhere before the commit re-reads the same ranges next run
 (duplicates possible, never loss); the reference commits before delivery and can lose data.
+Under exactly.once.support=required the records and the next cursors commit in one Kafka transaction
+(exactly_once.py), and the tasks go on from the cursors committed there: the metadata, Lite's cursor and
+a re-read range then only ever trail the transactions, never duplicate them.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from pyspark.sql import SparkSession
 
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, share_budget
+from connectors.kafka.transactions import PositionsTopic
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
+from connectors.pubsublite_source.exactly_once import position_key, read_and_deliver_in_transactions
 from connectors.pubsublite_source.write import RANGE_SCHEMA, SUMMARY_SCHEMA, LiteSourceTask, read_and_deliver
 
 LiteCursors = dict[int, int]  # Lite partition -> next offset to read
@@ -33,6 +38,9 @@ class LiteSourceBatchResult:
     dropped: int = 0  # refused by Kafka for good and skipped (errors.tolerance=all)
     bytes: int = 0
     lost_to_retention: dict[int, int] = field(default_factory=dict)
+    # exactly once: partitions read from further on than planned (a killed run's transaction had committed), and
+    # where from
+    resumed_from_transactions: dict[int, int] = field(default_factory=dict)
 
     @property
     def backlog_after(self) -> int:
@@ -99,20 +107,31 @@ def run_lite_source_batch(
     kafka: KafkaAdmin,
     recorded: LiteCursors,
     batch: BatchSettings,
+    bridge_name: str,
 ) -> LiteSourceBatchResult:
     started = time.monotonic()
     kafka_partition_count = target_partition_count(kafka, config)
     subscription = config.subscription_path()
     with lite_outages_named(connection, subscription.location, f"reading the cursors of {subscription}"):
         starts, heads = lite_positions(connection, config, recorded)
+    positions, resumed = None, {}
+    if config.exactly_once:
+        positions = PositionsTopic(config.positions_topic_name(bridge_name), kafka.connection.librdkafka_config())
+        positions.ensure(kafka, len(heads))
+        # The transactions are the truth: a run killed after its commit left the metadata and Lite's cursor behind.
+        for p, committed in positions.latest_of({p: position_key(config, p) for p in heads}).items():
+            if committed["next_cursor"] > starts[p]:
+                starts[p] = resumed[p] = committed["next_cursor"]
     budgets = share_budget({p: max(0, heads[p] - starts[p]) for p in heads}, batch.max_records)
     ranges = [{"lite_partition": p, "start_offset": starts[p], "end_offset": starts[p] + n}
               for p, n in sorted(budgets.items()) if n > 0]
-    result = LiteSourceBatchResult(start_cursors=starts, head_cursors=heads)
+    result = LiteSourceBatchResult(start_cursors=starts, head_cursors=heads, resumed_from_transactions=resumed)
     if ranges:
-        task = LiteSourceTask(config, connection, kafka.connection.librdkafka_config(), kafka_partition_count)
+        task = LiteSourceTask(config, connection, kafka.connection.librdkafka_config(), kafka_partition_count,
+                              positions)
         frame = spark.createDataFrame(ranges, RANGE_SCHEMA).repartition(min(len(ranges), batch.parallelism))
-        rows = frame.mapInArrow(functools.partial(read_and_deliver, task), SUMMARY_SCHEMA).collect()
+        deliver = read_and_deliver_in_transactions if positions is not None else read_and_deliver
+        rows = frame.mapInArrow(functools.partial(deliver, task), SUMMARY_SCHEMA).collect()
         cursor_service = connection.cursor_service(region_of(config.subscription_path().location))
         for row in rows:
             partition = row["lite_partition"]
@@ -122,6 +141,8 @@ def run_lite_source_batch(
             result.bytes += row["bytes"]
             if row["lost"]:
                 result.lost_to_retention[partition] = row["lost"]
+            if row["started_at"] != starts[partition]:
+                result.resumed_from_transactions[partition] = row["started_at"]
             # Kafka has every record of this range: now the cursor may move.
             with lite_outages_named(connection, subscription.location, f"committing the cursors of {subscription}"):
                 cursor_service.commit_cursor(request={

@@ -6,14 +6,14 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from connectors.config.common import ConnectorConfig, ConverterKeys, GcpCredentialsKeys
+from connectors.config.common import ConnectorConfig, ConverterKeys, ExactlyOnceKeys, GcpCredentialsKeys
 from connectors.pubsublite.clients import subscription_path
 from connectors.pubsublite_sink.config import check_location
 
 JAVA_LONG_MAX = 2**63 - 1
 
 
-class PubSubLiteSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys):
+class PubSubLiteSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys, ExactlyOnceKeys):
     pubsublite_project: str = Field(alias="pubsublite.project", min_length=1)
     pubsublite_location: str = Field(alias="pubsublite.location", min_length=1)
     pubsublite_subscription: str = Field(alias="pubsublite.subscription", min_length=1)

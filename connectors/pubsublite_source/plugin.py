@@ -23,7 +23,7 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     config = bridge.config
     with systems.spark.batch_session(bridge.name) as spark:
         result = run_lite_source_batch(spark, config, systems.pubsublite.connection_for(config),
-                                       systems.kafka.admin(), position, bridge.batch)
+                                       systems.kafka.admin(), position, bridge.batch, bridge.name)
     return lite_source_report(result)
 
 
@@ -71,4 +71,5 @@ CONNECTOR = ConnectorPlugin(
     writes=kafka_topic_written,
     keys=ReportKeys("messages", read="messages_read", delivered="messages_written", lag="backlog_remaining",
                     rejected=("messages_dropped",)),
+    exactly_once_modes=("batch",),
 )

@@ -25,6 +25,8 @@ def lite_source_report(result) -> BatchReport:
     }
     if result.lost_to_retention:
         values["messages_lost_to_retention"] = {str(p): n for p, n in result.lost_to_retention.items()}
+    if result.resumed_from_transactions:
+        values["resumed_from_transactions"] = cursors_to_json(result.resumed_from_transactions)
     warnings = ()
     if result.dropped:
         warnings = (f"{result.dropped} messages were refused by Kafka for good and skipped (errors.tolerance=all); "

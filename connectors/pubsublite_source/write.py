@@ -19,6 +19,7 @@ from connectors.arrow_rows import rows_batch
 from connectors.errors import BatchError
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka.connection import kept_producer, refused_for_good
+from connectors.kafka.transactions import PositionsTopic
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
@@ -27,8 +28,10 @@ from connectors.pubsublite_source.read import read_partition
 log = logging.getLogger(__name__)
 RANGE_SCHEMA = "lite_partition int, start_offset long, end_offset long"
 # dropped: the task's records Kafka refused for good under errors.tolerance=all (on its first row only).
-SUMMARY_SCHEMA = ("lite_partition int, next_cursor long, messages long, written long, bytes long, lost long, "
-                  "dropped long")
+# started_at: where the range was read from (under exactly once, the positions topic may say further on than the
+# driver planned: a killed run's transaction had committed).
+SUMMARY_SCHEMA = ("lite_partition int, started_at long, next_cursor long, messages long, written long, bytes long, "
+                  "lost long, dropped long")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class LiteSourceTask:
     connection: LiteConnection
     kafka_client_config: dict[str, str]
     kafka_partition_count: int
+    positions: PositionsTopic | None = None  # exactly.once.support=required: where the transactions record positions
 
 
 def producer_config(task: LiteSourceTask) -> dict:
@@ -50,15 +54,17 @@ class KafkaWriter:
     """An idempotent producer that raises if Kafka refused any record, except, under
     errors.tolerance=all, records it refuses for good (counted in `dropped` and logged)."""
 
-    def __init__(self, task: LiteSourceTask, producer):
+    def __init__(self, task: LiteSourceTask, producer, in_transaction: bool = False):
         self.topic = task.config.kafka_topic
         self.producer = producer
         self.tolerate = task.config.errors_tolerance == "all"
+        # A record refused after it was sent fails its transaction: it cannot be skipped alone.
+        self.tolerate_sent = self.tolerate and not in_transaction
         self.failures: list[str] = []
         self.dropped = 0
 
-    def _refused(self, err, what: str) -> None:
-        if self.tolerate and refused_for_good(err):
+    def _refused(self, err, what: str, tolerate: bool) -> None:
+        if tolerate and refused_for_good(err):
             log.warning("dropping %s: Kafka topic %s refused it: %s (errors.tolerance=all)", what, self.topic, err.str())
             self.dropped += 1
         else:
@@ -66,7 +72,7 @@ class KafkaWriter:
 
     def _on_delivery(self, err, msg) -> None:
         if err is not None:
-            self._refused(err, f"a message of {len(msg.value() or b'')} bytes")
+            self._refused(err, f"a message of {len(msg.value() or b'')} bytes", self.tolerate_sent)
 
     def write(self, record, where: str) -> bool:
         """False when the record was refused before sending (and dropped or failed)."""
@@ -79,15 +85,17 @@ class KafkaWriter:
             except BufferError:
                 self.producer.poll(0.1)
             except KafkaException as exc:  # too large for the producer, say
-                self._refused(exc.args[0], where)
+                self._refused(exc.args[0], where, self.tolerate)
                 return False
 
     def flush(self) -> None:
         while self.producer.flush(5) > 0:
             pass
         if self.failures:
-            raise BatchError(f"Kafka topic {self.topic} did not accept {len(self.failures)} records: "
-                               f"{'; '.join(self.failures[:3])}")
+            raise BatchError(self.refusals())
+
+    def refusals(self) -> str:
+        return f"Kafka topic {self.topic} did not accept {len(self.failures)} records: {'; '.join(self.failures[:3])}"
 
 
 async def _move_range(task: LiteSourceTask, client, writer: KafkaWriter, lite_partition: int,
@@ -100,8 +108,8 @@ async def _move_range(task: LiteSourceTask, client, writer: KafkaWriter, lite_pa
                                       cfg.partition_flow_control_messages, cfg.partition_flow_control_bytes, stats):
         written_bytes += write_batch(converter, writer, lite_partition, batch)
         messages += len(batch)
-    return {"lite_partition": lite_partition, "next_cursor": stats["next_cursor"], "messages": messages,
-            "written": messages, "bytes": written_bytes, "lost": stats["lost"]}
+    return {"lite_partition": lite_partition, "started_at": start, "next_cursor": stats["next_cursor"],
+            "messages": messages, "written": messages, "bytes": written_bytes, "lost": stats["lost"]}
 
 
 def write_batch(converter: PubSubLiteSourceConverter, writer: KafkaWriter, lite_partition: int, batch: list) -> int:

@@ -1,0 +1,172 @@
+"""Exactly once into Kafka (KIP-618's `exactly.once.support=required`): a source's records and its position go to
+Kafka in one transaction, from a transactional producer per task slot (one `transactional.id` per bridge and slot).
+
+Starting a producer of an id fences every earlier one: a killed run's orphan task that wakes up can no longer
+commit, and its open transaction is aborted. A slot's producer is kept in the Python worker for the slot's next
+task (a new one takes about 0.5 s to start, measured); before a task relies on a kept one, a transaction of a
+claim record proves it still holds the id's newest epoch, and one that was fenced (another worker or run started
+the slot since) is replaced by a new one, which fences the others in turn. The position lives in a compacted
+positions topic, one partition per slot: once the slot is held, its last committed position is the last one in its
+partition, so the task goes on from there whatever the driver planned."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from connectors.errors import BatchError
+from connectors.kafka.admin import KafkaAdmin, retry_transient
+from connectors.kafka.connection import client_logger, kept_producer
+
+INIT_TIMEOUT_S = 60
+COMMIT_TIMEOUT_S = 120
+CLAIM_TIMEOUT_S = 30
+TAIL_WINDOW = 16  # records read back from a positions partition's end; widened while none is a position
+READ_TIMEOUT_S = 30
+CLAIM_SUFFIX = "#claim"
+
+
+@dataclass(frozen=True)
+class PositionsTopic:
+    """A compacted topic holding a bridge's positions: slot s's in partition s, keyed by what they are positions
+    in (a Lite subscription and partition, say), as JSON objects."""
+
+    name: str
+    client_config: dict[str, str]
+
+    def ensure(self, admin: KafkaAdmin, slots: int) -> None:
+        """Creates the topic with a partition per slot, or adds the partitions it lacks."""
+        if admin.create_topic(self.name, slots, {"cleanup.policy": "compact"}):
+            return
+        admin.ensure_partitions(self.name, slots)
+
+    def latest(self, slot: int, key: str) -> dict | None:
+        """The last committed position of `key` in the slot's partition, None when there is none."""
+        return self.latest_of({slot: key}).get(slot)
+
+    def latest_of(self, keys: dict[int, str]) -> dict[int, dict]:
+        """The last committed position of each slot's key, for the slots that have one; one consumer reads the
+        partitions' ends (read_committed, up to their last stable offsets), going further back only where no
+        position is found."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        # fetch.wait.max.ms: a fetch at the end comes back at once instead of after the default 0.5 s.
+        consumer = Consumer({**self.client_config, "group.id": f"{self.name}.reader", "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "fetch.wait.max.ms": 10, "log_level": 3,
+                             "logger": client_logger()})
+        try:
+            # A positions topic made moments ago may not have its leaders yet: retried like the admin's calls. A
+            # read_committed consumer's high watermark is the last stable offset: where an open transaction begins.
+            ends = {slot: retry_transient(consumer.get_watermark_offsets)(TopicPartition(self.name, slot),
+                                                                          timeout=READ_TIMEOUT_S)
+                    for slot in keys}
+            found: dict[int, dict] = {}
+            window, left = TAIL_WINDOW, dict(keys)
+            while left:
+                starts = {slot: max(ends[slot][0], ends[slot][1] - window) for slot in left}
+                found.update(_last_values(consumer, self.name, starts, {s: ends[s][1] for s in left}, left))
+                left = {slot: key for slot, key in left.items() if slot not in found and starts[slot] > ends[slot][0]}
+                window *= 16
+            return found
+        finally:
+            consumer.close()
+
+    def record(self, producer, slot: int, key: str, value: dict) -> None:
+        producer.produce(self.name, key=key.encode(), value=json.dumps(value).encode(), partition=slot)
+
+
+def _last_values(consumer, topic: str, starts: dict[int, int], ends: dict[int, int],
+                 keys: dict[int, str]) -> dict[int, dict]:
+    """Each slot's last record of its key between its start and its end (the partition's last stable offset)."""
+    import time
+
+    from confluent_kafka import TopicPartition
+
+    partitions = [TopicPartition(topic, slot, offset) for slot, offset in starts.items() if offset < ends[slot]]
+    found: dict[int, dict] = {}
+    if not partitions:
+        return found
+    consumer.assign(partitions)
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while not all(p.offset >= ends[p.partition] for p in consumer.position(partitions)):
+        if time.monotonic() > deadline:
+            raise BatchError(f"positions topic {topic}: its end was not reached within {READ_TIMEOUT_S} s")
+        for message in consumer.consume(1000, 0.01):  # short waits: consume() returns early only when full
+            if message.error() is None and message.key() == keys[message.partition()].encode():
+                found[message.partition()] = json.loads(message.value())
+    return found
+
+
+def _started_producer(config: dict):
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer(config)
+    try:
+        producer.init_transactions(INIT_TIMEOUT_S)
+    except KafkaException as exc:
+        raise BatchError(f"Kafka transactional producer {config['transactional.id']} could not start: "
+                         f"{exc.args[0].str()}") from None
+    return producer
+
+
+class _Unusable(Exception):
+    """A kept producer could not claim its slot: it is dropped (kept_producer keeps none whose user raised)."""
+
+
+@contextlib.contextmanager
+def holding_slot(client_config: dict[str, str], positions: PositionsTopic, slot: int, key: str,
+                 timeout_ms: int) -> Iterator:
+    """The slot's transactional producer (`<positions topic>.<slot>`), holding the id's newest epoch, with a
+    transaction open; kept for the slot's next task in this process unless the body fails. The body commits."""
+    config = {**client_config, "transactional.id": f"{positions.name}.{slot}", "enable.idempotence": True,
+              "acks": "all", "linger.ms": 5, "transaction.timeout.ms": timeout_ms, "log_level": 3,
+              "logger": client_logger()}
+    refused = ""
+    for _ in range(2):  # the kept one (or a new one), then a new one: starting it fences the others
+        try:
+            with kept_producer(config, make=_started_producer) as producer:
+                refused = _claim(producer, positions, slot, key)
+                if refused:
+                    raise _Unusable()
+                yield producer
+            return
+        except _Unusable:
+            continue
+    raise BatchError(f"Kafka transactional producer {config['transactional.id']} could not claim its slot: {refused} "
+                     "(another run of the bridge may hold it)")
+
+
+def _claim(producer, positions: PositionsTopic, slot: int, key: str) -> str:
+    """Commits a transaction holding only a claim record, then opens the task's; why that failed ("" when it did
+    not). A producer that was fenced (a newer producer of its id started) fails here, before the task's records:
+    Kafka refuses its epoch."""
+    from confluent_kafka import KafkaException
+
+    try:
+        producer.begin_transaction()
+        producer.produce(positions.name, key=(key + CLAIM_SUFFIX).encode(), value=b"{}", partition=slot)
+        producer.commit_transaction(CLAIM_TIMEOUT_S)
+        producer.begin_transaction()
+    except KafkaException as exc:
+        return exc.args[0].str()
+    return ""
+
+
+def commit(producer, what: str) -> None:
+    """Commits the producer's transaction; on failure aborts it (when it can be) and raises naming `what`. A
+    fenced producer (a newer run took the slot) cannot abort: its records are never visible."""
+    from confluent_kafka import KafkaException
+
+    try:
+        producer.commit_transaction(COMMIT_TIMEOUT_S)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.txn_requires_abort():
+            producer.abort_transaction(COMMIT_TIMEOUT_S)
+            raise BatchError(f"{what}: Kafka refused the transaction, aborted: {error.str()}") from None
+        if error.fatal():
+            raise BatchError(f"{what}: the transaction was not committed ({error.str()}); a newer run of the "
+                             "bridge has taken over") from None
+        raise BatchError(f"{what}: the transaction's commit failed: {error.str()}") from None

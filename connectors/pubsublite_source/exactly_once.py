@@ -1,0 +1,92 @@
+"""The Lite source under `exactly.once.support=required`: each Lite partition is a task slot with its own
+transactional producer (`<positions topic>.<partition>`); its records and its next cursor (in the positions topic)
+commit in one transaction, per range (`transaction.boundary=poll`) or every `transaction.boundary.interval.ms`.
+
+Once the task holds the slot (transactions.holding_slot: a killed run's orphan of that partition is fenced), the
+range is read from the slot's last committed cursor when that is past the driver's plan, so a range a killed run
+had committed is not written again. Kafka refusing a record aborts the transaction and fails the task naming it: under a transaction a record
+cannot be skipped alone (errors.tolerance=all still skips what the producer refuses before sending)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Iterator
+
+import pyarrow as pa
+
+from connectors.arrow_rows import rows_batch
+
+from connectors.errors import BatchError
+from connectors.kafka.transactions import commit, holding_slot
+from connectors.pubsublite.clients import region_of
+from connectors.pubsublite_source.config import PubSubLiteSourceConfig
+from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
+from connectors.pubsublite_source.read import read_partition
+from connectors.pubsublite_source.write import SUMMARY_SCHEMA, KafkaWriter, LiteSourceTask, write_batch
+
+# Long enough for a large batch's slice in one transaction (the brokers' default transaction.max.timeout.ms);
+# a killed run's open transaction is aborted sooner, when the next run's producer of its slot starts.
+TRANSACTION_TIMEOUT_MS = 900_000
+
+
+def position_key(config: PubSubLiteSourceConfig, lite_partition: int) -> str:
+    """What a position in the positions topic is the position in: a partition of the bridge's subscription."""
+    return f"{config.subscription_path()}/{lite_partition}"
+
+
+def read_and_deliver_in_transactions(task: LiteSourceTask,
+                                     batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """write.read_and_deliver's counterpart under exactly once: one summary row per range, once committed."""
+    ranges = [row for batch in batches for row in batch.to_pylist()]
+
+    async def move_all() -> list[dict]:
+        client = task.connection.async_subscriber_service(region_of(task.config.subscription_path().location))
+        try:
+            return [await _move_range(task, client, r["lite_partition"], r["start_offset"], r["end_offset"])
+                    for r in ranges]
+        finally:
+            await client.transport.close()
+
+    yield rows_batch(asyncio.run(move_all()), SUMMARY_SCHEMA)
+
+
+async def _move_range(task: LiteSourceTask, client, lite_partition: int, start: int, end: int) -> dict:
+    cfg, positions = task.config, task.positions
+    what = f"Lite partition {lite_partition}"
+    key = position_key(cfg, lite_partition)
+    with holding_slot(task.kafka_client_config, positions, lite_partition, key, TRANSACTION_TIMEOUT_MS) as producer:
+        # Only now, holding the slot, is its last committed position final: no older producer can commit.
+        committed = positions.latest(lite_partition, key)
+        if committed is not None:
+            start = max(start, committed["next_cursor"])
+        writer = KafkaWriter(task, producer, in_transaction=True)
+        converter = PubSubLiteSourceConverter(cfg, task.kafka_partition_count, round_robin_start=lite_partition)
+        interval_s = cfg.transaction_boundary_interval_ms / 1000 if cfg.transaction_boundary == "interval" else None
+        stats: dict = {}
+        messages = written_bytes = 0
+        opened = time.monotonic()
+        async for batch in read_partition(client, str(cfg.subscription_path()), lite_partition, start, end,
+                                          cfg.partition_flow_control_messages, cfg.partition_flow_control_bytes,
+                                          stats):
+            written_bytes += write_batch(converter, writer, lite_partition, batch)
+            messages += len(batch)
+            if interval_s is not None and time.monotonic() - opened >= interval_s:
+                _commit(writer, positions, lite_partition, key, stats["next_cursor"], what)
+                producer.begin_transaction()
+                opened = time.monotonic()
+        _commit(writer, positions, lite_partition, key, stats.get("next_cursor", start), what)
+    return {"lite_partition": lite_partition, "started_at": start, "next_cursor": stats.get("next_cursor", start),
+            "messages": messages, "written": messages, "bytes": written_bytes, "lost": stats.get("lost", 0),
+            "dropped": writer.dropped}
+
+
+def _commit(writer: KafkaWriter, positions, lite_partition: int, key: str, next_cursor: int, what: str) -> None:
+    """The slice's records acknowledged, then the position written and the transaction committed; a record Kafka
+    refused aborts it (nothing of it becomes visible) and fails the task naming the record."""
+    writer.producer.flush()
+    if writer.failures:
+        writer.producer.abort_transaction()
+        raise BatchError(f"{what}: {writer.refusals()}; the transaction was aborted")
+    positions.record(writer.producer, lite_partition, key, {"next_cursor": next_cursor})
+    commit(writer.producer, what)
