@@ -38,8 +38,14 @@ class ConnectorConfig(BaseModel):
 
 
 class GcpCredentialsKeys(BaseModel):
-    gcp_credentials_file_path: str | None = Field(None, alias="gcp.credentials.file.path")
-    gcp_credentials_json: SecretStr | None = Field(None, alias="gcp.credentials.json")
+    gcp_credentials_file_path: str | None = Field(
+        None, alias="gcp.credentials.file.path",
+        description="a service account key file; used when gcp.credentials.json is not set (then application "
+                    "default credentials)")
+    gcp_credentials_json: SecretStr | None = Field(
+        None, alias="gcp.credentials.json",
+        description="a service account key as JSON, first in the reference's order; write it as ${env:NAME} so "
+                    "the secret stays out of files")
 
 
 ConverterClass = Literal[
