@@ -96,10 +96,18 @@ class ConverterKeys(KeyRegistryKeys, ValueRegistryKeys):
 class ErrorHandlingKeys(BaseModel):
     """Kafka Connect's error-handling keys (KIP-298)."""
 
-    errors_tolerance: Literal["none", "all"] = Field("none", alias="errors.tolerance")
-    errors_deadletterqueue_topic_name: str | None = Field(None, alias="errors.deadletterqueue.topic.name")
+    errors_tolerance: Literal["none", "all"] = Field(
+        "none", alias="errors.tolerance",
+        description="`all`: a record that cannot be converted or delivered for good is skipped (or dead-lettered) "
+                    "and counted; `none`: the run fails naming it and records nothing")
+    errors_deadletterqueue_topic_name: str | None = Field(
+        None, alias="errors.deadletterqueue.topic.name",
+        description="with errors.tolerance=all: the Kafka topic (on the source cluster) bad records go to, as "
+                    "they were read")
     errors_deadletterqueue_context_headers_enable: bool = Field(
-        False, alias="errors.deadletterqueue.context.headers.enable"
+        False, alias="errors.deadletterqueue.context.headers.enable",
+        description="add Kafka Connect's __connect.errors.* headers (topic, partition, offset, stage, exception) "
+                    "to each dead-lettered record"
     )
 
     @model_validator(mode="after")

@@ -23,13 +23,19 @@ def check_location(value: str) -> str:
 
 
 class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys):
-    pubsublite_project: str = Field(alias="pubsublite.project", min_length=1)
-    pubsublite_location: str = Field(alias="pubsublite.location", min_length=1)
+    pubsublite_project: str = Field(alias="pubsublite.project", min_length=1, description="the Lite topic's project")
+    pubsublite_location: str = Field(alias="pubsublite.location", min_length=1,
+                                     description="its location: a zone such as us-central1-a, or a region")
     # ${topic} routes each Kafka topic to its own Lite topic (e.g. kafka-${topic}); the reference has one.
-    pubsublite_topic: TargetTemplate = Field(alias="pubsublite.topic", min_length=1)
-    # DEFAULT: the library's routing (hash of the key, round robin without one);
-    # KAFKA: a record keeps its Kafka partition number as its Lite partition.
-    pubsublite_ordering_mode: Literal["DEFAULT", "KAFKA"] = Field("DEFAULT", alias="pubsublite.ordering.mode")
+    pubsublite_topic: TargetTemplate = Field(
+        alias="pubsublite.topic", min_length=1,
+        description="the Lite topic; ${topic} in it routes each Kafka topic to its own (beyond the reference; each "
+                    "one's partition count is read once per batch)")
+    pubsublite_ordering_mode: Literal["DEFAULT", "KAFKA"] = Field(
+        "DEFAULT", alias="pubsublite.ordering.mode",
+        description="`DEFAULT`: the client library's routing (SHA-256 of the key, round robin for empty keys); "
+                    "`KAFKA`: a record goes to the Lite partition numbered as its Kafka partition (a Kafka topic "
+                    "with more partitions than the Lite topic fails the run before anything moves)")
 
     _location = field_validator("pubsublite_location")(check_location)
 
