@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import click
@@ -155,6 +156,7 @@ def dev(port: int, rate: int) -> None:
     relay = OutputRelay(proc.stdout, log_path)
     relay.start()
     stop_requested_at: float | None = None
+    metrics: subprocess.Popen | None = None
 
     def stop(*_):
         nonlocal stop_requested_at
@@ -167,6 +169,9 @@ def dev(port: int, rate: int) -> None:
     signal.signal(signal.SIGINT, stop)
     try:
         while (code := proc.poll()) is None:
+            if metrics is None and stop_requested_at is None and _answers(f"http://127.0.0.1:{port}/server_info"):
+                # Only now: dagster dev has set up its instance's storage, which the endpoint would race to create.
+                metrics = _start_metrics(stack, env_vars["PROMETHEUS_URL"])
             # dagster dev can hang in its shutdown (seen with runs in flight); give it a while, then end it.
             if stop_requested_at is not None and time.monotonic() - stop_requested_at > DAGSTER_STOP_GRACE_S:
                 say(f"dagster dev did not stop within {DAGSTER_STOP_GRACE_S}s; ending its processes")
@@ -174,6 +179,8 @@ def dev(port: int, rate: int) -> None:
             time.sleep(0.5)
     finally:
         _end_process_group(proc.pid)
+        if metrics is not None:
+            _end_process_group(metrics.pid, grace_s=5)
     relay.join(timeout=5)
     traffic.stop()
     say(f"demo traffic stopped after {traffic.produced} records")
@@ -220,6 +227,26 @@ def s3_read(bucket: str, prefix: str, topic: str, partition: int, offset: int, l
     records = read_from_offset(client, bucket, prefix, topic, partition, offset)
     for record_offset, line in itertools.islice(records, limit):
         sys.stdout.buffer.write(f"{record_offset}\t".encode() + line + b"\n")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _start_metrics(stack: LocalStack, prometheus_url: str) -> subprocess.Popen:
+    """The bridges' metrics endpoint, read from the same instance as the UI; the stack's Prometheus scrapes it."""
+    port = stack.ports()["metrics"]
+    with open(stack.home / "logs" / "bridge-metrics.log", "ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "bridge_metrics", "--port", str(port)], cwd=PROJECT_ROOT,
+                                   start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    say(f"metrics: http://127.0.0.1:{port}/metrics, scraped by Prometheus at {prometheus_url} "
+        "(alerts: /alerts, graphs: /graph)")
+    return process
 
 
 def _end_process_group(pgid: int, grace_s: float = 20) -> None:

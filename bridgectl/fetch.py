@@ -153,3 +153,39 @@ def pstest_binary() -> Path:
         if result.returncode != 0:
             raise RuntimeError("building pstest failed: " + result.stderr.strip()[-800:])
     return binary
+
+
+# Debian bookworm's Prometheus (2.42): a pinned version, so the stack's config and rules are checked against it.
+PROMETHEUS_DEB = "prometheus=2.42.0+ds-5+deb12u1"
+# What Debian's Prometheus web UI loads from Debian's own script and font packages (its package depends on them).
+PROMETHEUS_WEB_DEBS = ("fonts-glyphicons-halflings", "libjs-bootstrap", "libjs-bootstrap4", "libjs-d3",
+                       "libjs-eonasdan-bootstrap-datetimepicker", "libjs-jquery", "libjs-jquery-hotkeys", "libjs-moment",
+                       "libjs-moment-timezone", "libjs-mustache", "libjs-popper.js", "libjs-rickshaw")
+
+
+def prometheus_root() -> Path:
+    """A folder holding Debian's Prometheus as its package lays it out (`usr/bin/prometheus`, `usr/bin/promtool`,
+    the web UI under `usr/share/prometheus/web` with the scripts it links to under `usr/share/javascript`),
+    unpacked from the packages rather than installed, so nothing system-wide changes."""
+    target = cache_dir() / "prometheus"
+    if not (target / "usr" / "bin" / "prometheus").exists():
+        apt_get = require_tool("apt-get", "Debian's apt, to fetch the prometheus package")
+        dpkg_deb = require_tool("dpkg-deb", "Debian's dpkg, to unpack the prometheus package")
+        download = cache_dir() / "prometheus-debs"
+        shutil.rmtree(download, ignore_errors=True)
+        download.mkdir(parents=True)
+        with first_run_step(f"fetching Prometheus from Debian's packages ({PROMETHEUS_DEB} and its web UI's scripts, "
+                            "23 MB)"):
+            result = subprocess.run([apt_get, "download", "-q", PROMETHEUS_DEB, *PROMETHEUS_WEB_DEBS], cwd=download,
+                                    capture_output=True, text=True)
+        packages = sorted(download.glob("*.deb"))
+        if result.returncode != 0 or len(packages) != 1 + len(PROMETHEUS_WEB_DEBS):
+            raise RuntimeError(f"apt-get download {PROMETHEUS_DEB} failed: " + result.stderr.strip()[-800:])
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        for package in packages:  # their links are relative: they meet inside `partial` as they would under /
+            subprocess.run([dpkg_deb, "-x", str(package), str(partial)], check=True)
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+        shutil.rmtree(download)
+    return target

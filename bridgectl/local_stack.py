@@ -33,7 +33,7 @@ DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 1909
                  "pubsub": 18085, "pubsublite": 18086, "s3": 15000, "pulsar": 16650, "pulsar_web": 18090,
                  "pulsar_bookie": 13181, "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080,
                  "spark_cluster": 15003, "spark_cluster_tls": 15443, "schema_registry": 18081, "kafka_sasl": 19096,
-                 "kafka_ssl": 19097}
+                 "kafka_ssl": 19097, "prometheus": 19090, "metrics": 19464}
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
 # Its task slots: an always-on bridge's stream holds one for as long as its run lasts, mostly waiting on I/O, so
 # the warm engine has far more slots than cores (local[*] would let two always-on bridges starve every other run).
@@ -43,7 +43,12 @@ CONNECT_SERVER_MASTER = "local[32]"
 # kafka_target: a second Kafka cluster, what a Kafka -> Kafka bridge replicates to.
 # pulsar: an Apache Pulsar standalone (broker, embedded bookie), a target of replication.
 # schema_registry: Apicurio Registry serving Confluent's Schema Registry API (in-memory: schemas go with it).
-SERVICES = ("kafka", "kafka_target", "pubsub", "pubsublite", "s3", "pulsar", "schema_registry", "spark")
+# prometheus: Debian's Prometheus, scraping the bridges' metrics endpoint (`metrics`: what `bridgectl dev` starts,
+# `python -m bridge_metrics`) and any target file in <home>/prometheus/targets, with the alerting rules of
+# observability/prometheus.
+SERVICES = ("kafka", "kafka_target", "pubsub", "pubsublite", "s3", "pulsar", "schema_registry", "spark", "prometheus")
+# Every this often Prometheus scrapes and evaluates its rules (a production server's default is a minute).
+PROMETHEUS_INTERVAL_S = 5
 # Each Kafka cluster: its data folder under the stack's home.
 KAFKA_DATA = {"kafka": "kafka-data", "kafka_target": "kafka-target-data"}
 # The cluster: a master, two workers, a Spark Connect server on it (plaintext, loopback only, token
@@ -164,6 +169,7 @@ class LocalStack:
             "DAGSTER_HOME": str(default_dagster_home()),
             "BRIDGE_SPARK_REMOTE": f"sc://127.0.0.1:{ports['spark']}",
             "SPARK_LOCAL_IP": "127.0.0.1",
+            "PROMETHEUS_URL": self.prometheus_url(),
         }
 
     def cluster_env(self) -> dict[str, str]:
@@ -211,6 +217,14 @@ class LocalStack:
     def schema_registry_url(self) -> str:
         return f"http://127.0.0.1:{self.ports()['schema_registry']}{SCHEMA_REGISTRY_PATH}"
 
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports()['prometheus']}"
+
+    def prometheus_targets(self) -> Path:
+        """The folder Prometheus reads scrape targets from (file service discovery, read again within seconds):
+        `<name>.json` holding `[{"targets": ["127.0.0.1:<port>"]}]` adds a metrics endpoint."""
+        return self.home / "prometheus" / "targets"
+
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.ports()['spark_master']}"
 
@@ -233,12 +247,13 @@ class LocalStack:
                     "kafka_target": lambda: self._start_kafka("kafka_target"), "pubsub": self._start_pubsub,
                     "pubsublite": self._start_pubsublite, "pulsar": self._start_pulsar, "s3": self._start_s3,
                     "schema_registry": self._start_schema_registry, "spark": self._start_spark,
+                    "prometheus": self._start_prometheus,
                     "spark_master": self._start_spark_master, "spark_worker_1": lambda: self._start_spark_worker(1),
                     "spark_worker_2": lambda: self._start_spark_worker(2),
                     "spark_cluster": self._start_spark_cluster, "spark_cluster_tls": self._start_spark_cluster_tls}
         checks = {"kafka": lambda: self._kafka_ready("kafka"), "kafka_target": lambda: self._kafka_ready("kafka_target"),
                   "pubsub": self._pubsub_ready, "pulsar": self._pulsar_ready,
-                  "schema_registry": self._schema_registry_ready,
+                  "schema_registry": self._schema_registry_ready, "prometheus": self._prometheus_ready,
                   "pubsublite": self._pubsublite_ready, "s3": self._s3_ready, "spark": self._spark_ready,
                   "spark_master": lambda: self._port_ready("spark_master"),
                   "spark_worker_1": lambda: self._workers_alive() >= 1,
@@ -426,6 +441,30 @@ class LocalStack:
             "QUARKUS_LOG_LEVEL": "WARN",
         })
 
+    def _start_prometheus(self) -> subprocess.Popen:
+        from bridgectl.paths import PROJECT_ROOT
+
+        home, interval = self.home / "prometheus", f"{PROMETHEUS_INTERVAL_S}s"
+        self.prometheus_targets().mkdir(parents=True, exist_ok=True)
+        # The endpoint `bridgectl dev` serves; a test adds its own file beside it.
+        (self.prometheus_targets() / "bridgectl-dev.json").write_text(json.dumps(
+            [{"targets": [f"127.0.0.1:{self.ports()['metrics']}"]}]))
+        config = home / "prometheus.yml"
+        config.write_text(json.dumps({  # YAML is a superset of JSON
+            "global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "rule_files": [str(PROJECT_ROOT / "observability" / "prometheus" / "bridge-alerts.yml")],
+            "scrape_configs": [{"job_name": "bridges", "file_sd_configs": [
+                {"files": [str(self.prometheus_targets() / "*.json")], "refresh_interval": interval}]}],
+        }, indent=2))
+        root = fetch.prometheus_root()
+        return self._spawn("prometheus", [
+            str(root / "usr" / "bin" / "prometheus"), f"--config.file={config}",
+            f"--storage.tsdb.path={home / 'data'}", "--storage.tsdb.retention.time=2d",
+            f"--web.listen-address=127.0.0.1:{self.ports()['prometheus']}",
+            f"--web.local-assets={root / 'usr' / 'share' / 'prometheus' / 'web'}/",
+            f"--web.console.templates={root / 'etc' / 'prometheus' / 'consoles'}",
+            f"--web.console.libraries={root / 'etc' / 'prometheus' / 'console_libraries'}"])
+
     def _start_pubsub(self) -> subprocess.Popen:
         binary = fetch.pstest_binary()
         return self._spawn("pubsub", [str(binary), "-port", str(self.ports()["pubsub"])])
@@ -523,6 +562,13 @@ class LocalStack:
     def _schema_registry_ready(self) -> bool:
         try:
             with urllib.request.urlopen(self.schema_registry_url() + "/subjects", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def _prometheus_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.prometheus_url() + "/-/ready", timeout=2) as response:
                 return response.status == 200
         except OSError:
             return False

@@ -105,6 +105,19 @@ class ReportKeys:
     delivered: str  # name of the count that reached the target
     lag: str | None  # name of what is left to move; None: the connector cannot see it
     rejected: tuple[str, ...]  # counters of records that did not reach the target as themselves
+    # The other counters operators watch, as the metrics they feed (`bridge_<metric>_total`, one of
+    # COUNTED_METRICS) -> the value that adds to it. Read and delivered always feed records_read/_delivered.
+    counted: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [metric for metric, _ in self.counted if metric not in COUNTED_METRICS]
+        if unknown:
+            raise ValueError(f"ReportKeys.counted names {unknown}: metrics are {', '.join(COUNTED_METRICS)}")
+
+
+# What a connector's counters may feed besides records read and delivered (`bridge_<name>_total`).
+COUNTED_METRICS = ("records_dead_lettered", "records_dropped", "records_skipped", "records_dead_letter_refused",
+                   "bytes_read", "bytes_written")
 
 
 PARTITION_ORDER_KEPT = "its delivery keeps each partition's records in order"

@@ -59,5 +59,6 @@ CONNECTOR = ConnectorPlugin(
     reads=_reads,
     writes=kafka_topic_written,
     keys=ReportKeys("messages", read="messages_pulled", delivered="records_written", lag=None,
-                    rejected=("messages_dropped",)),
+                    rejected=("messages_dropped",),
+                    counted=(("records_dropped", "messages_dropped"), ("bytes_written", "bytes_written"))),
 )

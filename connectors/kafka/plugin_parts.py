@@ -69,7 +69,10 @@ def partitions_table(plan: BatchPlan, per_partition: dict[str, dict[str, int]], 
 
 
 SINK_KEYS = ReportKeys("records", read="records_read", delivered="records_published", lag="lag_remaining",
-                       rejected=("records_dead_lettered", "records_dropped", "records_dead_letter_refused"))
+                       rejected=("records_dead_lettered", "records_dropped", "records_dead_letter_refused"),
+                       counted=(("records_dead_lettered", "records_dead_lettered"), ("records_dropped", "records_dropped"),
+                                ("records_dead_letter_refused", "records_dead_letter_refused"),
+                                ("records_skipped", "records_skipped"), ("bytes_read", "bytes_read")))
 _SINK_COUNTERS = ("records_read", "records_published", "records_skipped", "records_dead_lettered", "records_dropped",
                   "records_dead_letter_refused", "bytes_read", "headers_dropped")
 

@@ -70,6 +70,7 @@ CONNECTOR = ConnectorPlugin(
     reads=_reads,
     writes=kafka_topic_written,
     keys=ReportKeys("messages", read="messages_read", delivered="messages_written", lag="backlog_remaining",
-                    rejected=("messages_dropped",)),
+                    rejected=("messages_dropped",),
+                    counted=(("records_dropped", "messages_dropped"), ("bytes_written", "bytes_written"))),
     exactly_once_modes=("batch",),
 )

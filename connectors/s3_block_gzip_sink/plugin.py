@@ -59,5 +59,6 @@ CONNECTOR = ConnectorPlugin(
     reads=kafka_topics_read,
     writes=lambda bridge: (endpoints.s3_prefix(bridge.config.s3_bucket, bridge.config.key_prefix()),),
     keys=ReportKeys("records", read="records_read", delivered="records_archived", lag="lag_remaining",
-                    rejected=("records_skipped",)),
+                    rejected=("records_skipped",),
+                    counted=(("records_skipped", "records_skipped"), ("bytes_written", "bytes_written"))),
 )

@@ -50,6 +50,14 @@ def _dagster_dev_pid(port: int) -> int | None:
     return None
 
 
+def _text_at(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.read().decode()
+    except OSError:
+        return ""
+
+
 def test_ctrl_c_with_piped_output_stops_dagster_dev_and_all_it_started(stack, tmp_path, unique):
     port = _free_port()
     bridges = tmp_path / "bridges.yaml"
@@ -75,6 +83,10 @@ def test_ctrl_c_with_piped_output_stops_dagster_dev_and_all_it_started(stack, tm
                 time.sleep(1)
         dagster_dev = _dagster_dev_pid(port)
         assert dagster_dev is not None
+        metrics = f"http://127.0.0.1:{stack.ports()['metrics']}/metrics"
+        while f'bridge_records_delivered_total{{bridge="piped_{unique}"' not in _text_at(metrics):
+            assert time.monotonic() < deadline, out.read_text()  # the endpoint serves the dev instance's bridges
+            time.sleep(1)
 
         os.killpg(pipeline.pid, signal.SIGINT)  # Ctrl-C in the terminal
         pipeline.wait(timeout=30)
@@ -84,6 +96,8 @@ def test_ctrl_c_with_piped_output_stops_dagster_dev_and_all_it_started(stack, tm
         assert _session_members(dagster_dev) == []  # dagster dev, its daemon, webserver and code server
         text = out.read_text()
         assert f"Dagster UI: http://127.0.0.1:{port}" in text
+        assert f"metrics: {metrics}, scraped by Prometheus at {stack.prometheus_url()}" in text
+        assert _text_at(metrics) == ""  # the metrics endpoint stopped with the rest
         assert "SupersessionWarning" not in text and "SensorDaemon" not in text
         assert (stack.home / "dagster-dev.log").stat().st_size > 0  # dagster dev's output, also after tee died
     finally:

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_PACKAGES = ("connectors", "bridge_assets", "resources", "jobs", "sensors", "health")
+RUNTIME_PACKAGES = ("connectors", "bridge_assets", "bridge_metrics", "resources", "jobs", "sensors", "health")
 FORBIDDEN = "bridgectl"
 
 

@@ -1,0 +1,34 @@
+"""One recorded batch (a materialization's values) as metric changes, by what its connector's `ReportKeys`
+say the values mean."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from connectors.plugin import ReportKeys
+
+
+@dataclass(frozen=True)
+class Folded:
+    added: dict[str, int]  # counter (its exposed name) -> what this batch adds
+    duration_s: float | None  # None: the batch recorded none
+    lag: int | None  # None: the connector cannot see it, or this batch recorded none
+
+
+def _count(values: Mapping[str, Any], name: str | None) -> int:
+    value = values.get(name) if name else None
+    # bool is an int too, but never a count
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+
+
+def fold(keys: ReportKeys, values: Mapping[str, Any]) -> Folded:
+    added = {"bridge_records_read_total": _count(values, keys.read),
+             "bridge_records_delivered_total": _count(values, keys.delivered),
+             "bridge_batches_total": 1}
+    for metric, value_name in keys.counted:
+        added[f"bridge_{metric}_total"] = added.get(f"bridge_{metric}_total", 0) + _count(values, value_name)
+    duration = values.get("duration_seconds")
+    lag = values.get(keys.lag) if keys.lag else None
+    return Folded(added, float(duration) if isinstance(duration, (int, float)) else None,
+                  int(lag) if isinstance(lag, (int, float)) and not isinstance(lag, bool) else None)
