@@ -16,11 +16,13 @@ from bridge_metrics.server import serve
               help="Default: BRIDGES_FILE, else bridges.yaml.")
 @click.option("--interval", type=click.FloatRange(0.5, 300), default=5.0, show_default=True,
               help="Seconds between reads of the Dagster instance.")
-def main(port: int, host: str, bridges_file: Path | None, interval: float) -> None:
+@click.option("--partition-lag", is_flag=True,
+              help="Also bridge_partition_lag_records, a series per Kafka partition of each Kafka sink.")
+def main(port: int, host: str, bridges_file: Path | None, interval: float, partition_lag: bool) -> None:
     """Serve the bridges' metrics for Prometheus on /metrics."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("bridge_metrics").setLevel(logging.INFO)
-    serve(port, host, bridges_file, interval)
+    serve(port, host, bridges_file, interval, partition_lag)
 
 
 main()

@@ -56,6 +56,9 @@ METRICS: tuple[MetricSpec, ...] = (
                "Seconds since the bridge last recorded its position (its latest materialization)."),
     MetricSpec("bridge_stale_after_seconds", "gauge",
                "With records waiting, the age the fresh check allows (checks.max_age_minutes)."),
+    MetricSpec("bridge_partition_lag_records", "gauge",
+               "Records not moved yet per Kafka partition, as of the latest batch or commit (the Kafka sinks and the "
+               "archive; only with --partition-lag: a label per partition).", (*LABELS, "topic", "partition")),
     MetricSpec("bridge_check_passed", "gauge",
                "1 when the bridge's asset check passed its latest evaluation, 0 when it failed.", (*LABELS, "check")),
 )

@@ -44,8 +44,10 @@ def _evaluation(record):
 
 
 class EventReader:
-    def __init__(self, instance: DagsterInstance, metrics: BridgeMetrics, clock: Callable[[], float] = time.time):
+    def __init__(self, instance: DagsterInstance, metrics: BridgeMetrics, clock: Callable[[], float] = time.time,
+                 partition_lag: bool = False):
         self._instance, self._metrics, self._clock = instance, metrics, clock
+        self._partition_lag = partition_lag  # a series per Kafka partition: only when asked
         self._materialized_after: dict[str, int] = {}  # bridge -> storage id of the last materialization read
         self._failures_after: dict[str, int] = {}  # bridge -> id of the last batch_succeeded execution read
         self._positioned_at: dict[str, float] = {}  # bridge -> when its latest materialization was recorded
@@ -88,6 +90,9 @@ class EventReader:
                     self._metrics["bridge_batch_duration_seconds"].labels(*labels).observe(folded.duration_s)
                 if folded.lag is not None:
                     self._set_lag(bridge, folded.lag, record.timestamp)
+                if self._partition_lag:
+                    for (topic, partition), lag in folded.partition_lag.items():
+                        self._metrics["bridge_partition_lag_records"].labels(*labels, topic, partition).set(lag)
                 self._materialized_after[name] = record.storage_id
                 self._positioned(bridge, record.timestamp)
                 read += 1

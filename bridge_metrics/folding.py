@@ -14,6 +14,7 @@ class Folded:
     added: dict[str, int]  # counter (its exposed name) -> what this batch adds
     duration_s: float | None  # None: the batch recorded none
     lag: int | None  # None: the connector cannot see it, or this batch recorded none
+    partition_lag: dict[tuple[str, str], int]  # (topic, partition) -> lag, from a "partitions" table with a lag column
 
 
 def _count(values: Mapping[str, Any], name: str | None) -> int:
@@ -31,4 +32,16 @@ def fold(keys: ReportKeys, values: Mapping[str, Any]) -> Folded:
     duration = values.get("duration_seconds")
     lag = values.get(keys.lag) if keys.lag else None
     return Folded(added, float(duration) if isinstance(duration, (int, float)) else None,
-                  int(lag) if isinstance(lag, (int, float)) and not isinstance(lag, bool) else None)
+                  int(lag) if isinstance(lag, (int, float)) and not isinstance(lag, bool) else None,
+                  _partition_lag(values.get("partitions")))
+
+
+def _partition_lag(rows: Any) -> dict[tuple[str, str], int]:
+    """The Kafka sinks' per-partition table (rows of topic, partition, lag, ...), as the metadata holds it."""
+    rows = getattr(rows, "records", None) or []
+    lags = {}
+    for row in rows:
+        data = getattr(row, "data", row)
+        if isinstance(data, dict) and {"topic", "partition", "lag"} <= data.keys():
+            lags[(str(data["topic"]), str(data["partition"]))] = int(data["lag"])
+    return lags

@@ -38,7 +38,8 @@ class BridgesFile:
 
 
 def serve(port: int, host: str = "127.0.0.1", bridges_file: Path | None = None, interval_s: float = 5.0,
-          instance: DagsterInstance | None = None, stop: threading.Event | None = None) -> None:
+          partition_lag: bool = False, instance: DagsterInstance | None = None,
+          stop: threading.Event | None = None) -> None:
     """Reads the history first (counters are totals over every run), then serves on `host:port` and reads
     what is new every `interval_s` until `stop` is set. Start it on an instance Dagster has already set up: on an
     empty DAGSTER_HOME it would create the storage's tables, racing a Dagster process doing the same."""
@@ -46,7 +47,7 @@ def serve(port: int, host: str = "127.0.0.1", bridges_file: Path | None = None, 
     instance = instance or DagsterInstance.get()
     stop = stop or threading.Event()
     metrics, source = BridgeMetrics(), BridgesFile(bridges_file)
-    reader = EventReader(instance, metrics)
+    reader = EventReader(instance, metrics, partition_lag=partition_lag)
 
     def read() -> None:
         try:

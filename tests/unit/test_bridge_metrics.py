@@ -94,3 +94,21 @@ def test_the_reader_counts_each_event_once_and_keeps_the_newest_lag():
         EventReader(instance, again).read([bridge])
         assert _sample(again, "bridge_records_delivered_total", "orders") == 7
         assert _sample(again, "bridge_runs_failed_total", "orders") == 1
+
+
+def test_partition_lag_is_a_series_per_partition_only_when_asked():
+    from bridge_assets.metadata import as_metadata
+    from connectors.plugin import Table
+
+    bridge = _bridge("orders")
+    table = Table((("topic", "string"), ("partition", "int"), ("lag", "int")),
+                  ({"topic": "t", "partition": 0, "lag": 5}, {"topic": "t", "partition": 1, "lag": 0}))
+    with DagsterInstance.ephemeral() as instance:
+        instance.report_runless_asset_event(AssetMaterialization(AssetKey("orders"), metadata=as_metadata(
+            None, None, {"records_read": 1, "records_published": 1, "lag_remaining": 5, "partitions": table})))
+        asked, not_asked = BridgeMetrics(), BridgeMetrics()
+        EventReader(instance, asked, partition_lag=True).read([bridge])
+        EventReader(instance, not_asked).read([bridge])
+    assert _sample(asked, "bridge_partition_lag_records", "orders", topic="t", partition="0") == 5
+    assert _sample(asked, "bridge_partition_lag_records", "orders", topic="t", partition="1") == 0
+    assert _sample(not_asked, "bridge_partition_lag_records", "orders", topic="t", partition="0") is None
