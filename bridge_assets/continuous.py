@@ -38,14 +38,20 @@ class CommitWindow:
     unit: str = "micro-batches"  # what `batches` counts, in the line
     batches: int = 0
     moved: int = 0
-    sums: dict[str, int] = field(default_factory=dict)
+    sums: dict[str, int | dict[str, int]] = field(default_factory=dict)
     last: BatchReport | None = None
 
     def add(self, report: BatchReport) -> None:
         self.batches += 1
         self.moved += report.moved
         for name in report.counters:
-            self.sums[name] = self.sums.get(name, 0) + report.values[name]
+            value = report.values[name]
+            if isinstance(value, dict):  # counts by bucket (a latency histogram): added bucket by bucket
+                summed = self.sums.setdefault(name, {})
+                for bucket, n in value.items():
+                    summed[bucket] = summed.get(bucket, 0) + n
+            else:
+                self.sums[name] = self.sums.get(name, 0) + value
         self.last = report
 
     def commit(self, now: float, final: bool = False) -> Commit:
@@ -114,7 +120,8 @@ def loop_batches(
             yield window.commit(clock())
         raise
     if not window.batches:  # a clean end records once more, with nothing new moved since the last commit
-        window = CommitWindow(window.opened_at, sums=dict.fromkeys(latest.counters, 0), last=latest)
+        nothing = {name: {} if isinstance(latest.values[name], dict) else 0 for name in latest.counters}
+        window = CommitWindow(window.opened_at, sums=nothing, last=latest)
     now = clock()
     yield window.commit(now, final=True)
 

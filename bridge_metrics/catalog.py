@@ -20,6 +20,8 @@ class MetricSpec:
     kind: Literal["counter", "gauge", "histogram"]
     help: str
     labels: tuple[str, ...] = LABELS
+    # A histogram whose batches report counts by bucket (not one value per record) is added bucket by bucket.
+    by_buckets: bool = False
 
     @property
     def base_name(self) -> str:
@@ -48,6 +50,9 @@ METRICS: tuple[MetricSpec, ...] = (
                "Batches, continuous runs or a host's members that failed (each turns batch_succeeded red)."),
     MetricSpec("bridge_batch_duration_seconds", "histogram",
                "How long a micro-batch took, or how long a continuous run's commit window was."),
+    MetricSpec("bridge_delivery_latency_seconds", "histogram",
+               "Send to arrival: from a record's Kafka timestamp to the target's acknowledgement (the Kafka sinks; in a "
+               "micro-batch, to the end of its task's delivery).", by_buckets=True),
     MetricSpec("bridge_lag_records", "gauge",
                "Records or messages not moved yet, as of the latest batch, commit or sensor reading (bridges whose "
                "connector sees it; not the Cloud Pub/Sub source)."),

@@ -12,9 +12,11 @@ from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, DagsterInstance
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 import health
+from bridge_metrics.bucketed import BucketedHistogram
 from bridge_metrics.catalog import DURATION_BUCKETS_S, METRICS
 from bridge_metrics.folding import fold
 from connectors.bridge import Bridge
+from connectors.kafka.latency import BUCKETS_MS
 
 _PAGE = 1000
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
@@ -27,9 +29,13 @@ class BridgeMetrics:
         self.registry = CollectorRegistry()
         self._by_name = {}
         for spec in METRICS:
-            extra = {"buckets": DURATION_BUCKETS_S} if spec.kind == "histogram" else {}
-            self._by_name[spec.name] = _KINDS[spec.kind](spec.base_name, spec.help, spec.labels,
-                                                         registry=self.registry, **extra)
+            if spec.by_buckets:  # the only one: the Kafka sinks' latency, in their buckets
+                metric = BucketedHistogram(spec.name, spec.help, spec.labels, [ms / 1000 for ms in BUCKETS_MS])
+                self.registry.register(metric)
+            else:
+                extra = {"buckets": DURATION_BUCKETS_S} if spec.kind == "histogram" else {}
+                metric = _KINDS[spec.kind](spec.base_name, spec.help, spec.labels, registry=self.registry, **extra)
+            self._by_name[spec.name] = metric
 
     def __getitem__(self, name: str):
         return self._by_name[name]
@@ -86,6 +92,8 @@ class EventReader:
                 folded = fold(keys, values)
                 for metric, amount in folded.added.items():
                     self._metrics[metric].labels(*labels).inc(amount)
+                if folded.latency is not None:
+                    self._metrics["bridge_delivery_latency_seconds"].add(labels, *folded.latency)
                 if folded.duration_s is not None:
                     self._metrics["bridge_batch_duration_seconds"].labels(*labels).observe(folded.duration_s)
                 if folded.lag is not None:

@@ -6,7 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from connectors.kafka.latency import BUCKET_FIELDS, SUM_FIELD
 from connectors.plugin import ReportKeys
+
+# The value a Kafka sink records its send-to-arrival latency buckets under (connectors/kafka/plugin_parts.py).
+LATENCY_VALUE = "delivery_latency"
 
 
 @dataclass(frozen=True)
@@ -15,6 +19,7 @@ class Folded:
     duration_s: float | None  # None: the batch recorded none
     lag: int | None  # None: the connector cannot see it, or this batch recorded none
     partition_lag: dict[tuple[str, str], int]  # (topic, partition) -> lag, from a "partitions" table with a lag column
+    latency: tuple[list[int], float] | None = None  # counts per bucket (connectors/kafka/latency.py) and their sum (s)
 
 
 def _count(values: Mapping[str, Any], name: str | None) -> int:
@@ -33,7 +38,13 @@ def fold(keys: ReportKeys, values: Mapping[str, Any]) -> Folded:
     lag = values.get(keys.lag) if keys.lag else None
     return Folded(added, float(duration) if isinstance(duration, (int, float)) else None,
                   int(lag) if isinstance(lag, (int, float)) and not isinstance(lag, bool) else None,
-                  _partition_lag(values.get("partitions")))
+                  _partition_lag(values.get("partitions")), _latency(values.get(LATENCY_VALUE)))
+
+
+def _latency(buckets: Any) -> tuple[list[int], float] | None:
+    if not isinstance(buckets, dict) or not any(buckets.get(name) for name in BUCKET_FIELDS):
+        return None
+    return [int(buckets.get(name, 0)) for name in BUCKET_FIELDS], buckets.get(SUM_FIELD, 0) / 1000
 
 
 def _partition_lag(rows: Any) -> dict[tuple[str, str], int]:

@@ -35,7 +35,8 @@ class DeliveredCommit:
         """None for a commit that is not ours (Kafka Connect's own, empty)."""
         try:
             value = json.loads(text or "")
-            return DeliveredCommit(value["stream"], dict(zip(COUNTERS, value["counts"])))
+            # A commit made before a count was added (an upgrade) has fewer: those are 0.
+            return DeliveredCommit(value["stream"], {**dict.fromkeys(COUNTERS, 0), **dict(zip(COUNTERS, value["counts"]))})
         except (ValueError, KeyError, TypeError):
             return None
 

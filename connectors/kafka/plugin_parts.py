@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from connectors import endpoints
 from connectors.endpoints import Endpoint
+from connectors.kafka.latency import LATENCY_FIELDS
 from connectors.plugin import BatchReport, ReportKeys, Position, Signal, Systems, Table, Waiting
 
 if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
@@ -74,7 +75,7 @@ SINK_KEYS = ReportKeys("records", read="records_read", delivered="records_publis
                                 ("records_dead_letter_refused", "records_dead_letter_refused"),
                                 ("records_skipped", "records_skipped"), ("bytes_read", "bytes_read")))
 _SINK_COUNTERS = ("records_read", "records_published", "records_skipped", "records_dead_lettered", "records_dropped",
-                  "records_dead_letter_refused", "bytes_read", "headers_dropped")
+                  "records_dead_letter_refused", "bytes_read", "headers_dropped", "delivery_latency")
 
 
 def sink_report(result: SinkBatchResult) -> BatchReport:
@@ -88,6 +89,8 @@ def sink_report(result: SinkBatchResult) -> BatchReport:
         "records_dead_letter_refused": t["dead_letter_refused"],
         "bytes_read": t["bytes"],
         "headers_dropped": t["headers_dropped"],
+        # Send-to-arrival: each record's Kafka timestamp to its acknowledgement, in buckets (connectors/kafka/latency.py).
+        "delivery_latency": {name: t[name] for name in LATENCY_FIELDS},
         "duration_seconds": round(result.duration_s, 3),
         "records_per_second": round(result.records_per_second, 1),
         "lag_remaining": result.plan.lag_after(),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,6 +15,7 @@ import pyarrow.compute as pc
 from connectors.arrow_rows import rows_batch
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.dead_letter import DeadLetterQueue
+from connectors.kafka.latency import LATENCY_FIELDS, latency_counts
 from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
 
 log = logging.getLogger(__name__)
@@ -31,7 +33,9 @@ class PartitionCounts:
     dead_letter_refused: int = 0  # refused by the dead-letter topic too, and skipped (errors.tolerance=all)
 
 
-COUNTERS = tuple(f.name for f in dataclasses.fields(PartitionCounts))
+# The send-to-arrival latency buckets (latency.py) are counts too, made when the task's summary is (every record
+# read by then was acknowledged).
+COUNTERS = (*(f.name for f in dataclasses.fields(PartitionCounts)), *LATENCY_FIELDS)
 # refusals: the first few records the dead-letter topic refused, one "topic .. partition .. offset ..: why"
 # per line, so that the run's metadata names them.
 SUMMARY_SCHEMA = "topic string, partition int, " + ", ".join(f"{name} long" for name in COUNTERS) + ", refusals string"
@@ -46,6 +50,7 @@ class SinkTally:
         self._counts: dict[tuple[str, int], PartitionCounts] = collections.defaultdict(PartitionCounts)
         self._dlq: DeadLetterQueue | None = None  # opened on the first dead letter only
         self._refusals: dict[tuple[str, int], list[str]] = collections.defaultdict(list)
+        self._sent: dict[tuple[str, int], list[pa.Array]] = collections.defaultdict(list)  # Kafka timestamps read
 
     def of(self, record: KafkaRecord) -> PartitionCounts:
         return self.partition(record.topic, record.partition)
@@ -66,9 +71,11 @@ class SinkTally:
         if len(batch) and pc.count_distinct(partitions).as_py() == 1 and pc.count_distinct(topics).as_py() == 1:
             # One partition (a task's range, an always-on round's batch): no group-by, which costs more than the
             # rest of a round of a few records.
-            counts = self.partition(topics[0].as_py(), partitions[0].as_py())
+            where = (topics[0].as_py(), partitions[0].as_py())
+            counts = self.partition(*where)
             counts.records += len(batch)
             counts.bytes += pc.sum(sizes).as_py() or 0
+            self._sent[where].append(batch.column("timestamp_ms"))
             return [counts]
         table = pa.table({"topic": batch.column("topic"), "partition": batch.column("partition"), "size": sizes})
         touched = []
@@ -77,6 +84,8 @@ class SinkTally:
             counts.records += row["size_count"]
             counts.bytes += row["size_sum"]
             touched.append(counts)
+            mine = pc.and_(pc.equal(topics, row["topic"]), pc.equal(partitions, row["partition"]))
+            self._sent[(row["topic"], row["partition"])].append(pc.filter(batch.column("timestamp_ms"), mine))
         return touched
 
     def reject(self, record: KafkaRecord, stage: str, error: BaseException) -> None:
@@ -112,7 +121,10 @@ class SinkTally:
                 named.append(str(refused))
 
     def summary(self) -> pa.RecordBatch:
+        """The task's counts per partition; called once its records were delivered (or dead-lettered)."""
+        now_ms = time.time_ns() // 1_000_000
         rows = [{"topic": topic, "partition": partition, **dataclasses.asdict(counts),
+                 **latency_counts(self._sent.get((topic, partition), []), now_ms),
                  "refusals": "\n".join(self._refusals.get((topic, partition), []))}
                 for (topic, partition), counts in self._counts.items()]
         return rows_batch(rows, SUMMARY_SCHEMA)

@@ -117,6 +117,9 @@ def test_prometheus_reads_a_sink_and_a_continuous_source_and_fires_the_dead_lett
     assert prometheus.value(f'bridge_records_dead_lettered_total{{bridge="{sink}"}}') == 1
     assert prometheus.value(f'bridge_batches_total{{bridge="{sink}"}}') == 2
     assert prometheus.value(f'bridge_batch_duration_seconds_count{{bridge="{sink}"}}') == 2
+    # Every record handled has its send-to-arrival latency: produced moments ago, so well under 5 minutes.
+    assert prometheus.value(f'bridge_delivery_latency_seconds_count{{bridge="{sink}"}}') == 5
+    assert prometheus.value(f'bridge_delivery_latency_seconds_bucket{{bridge="{sink}",le="300.0"}}') == 5
     assert prometheus.value(f'bridge_check_passed{{bridge="{sink}",check="no_new_dead_letters"}}') == 0
     wait(lambda: prometheus.firing("BridgeDeadLetters", sink), "the dead-letter alert fires", 60)
     assert not prometheus.firing("BridgeDeadLetters", source)
@@ -155,5 +158,6 @@ def test_prometheus_reads_a_sink_and_a_continuous_source_and_fires_the_dead_lett
             expr = target["expr"].replace("$__rate_interval", "1m").replace("$bridge", f"{sink}|{source}")
             shown[(panel["title"], target["refId"])] = prometheus.get("query", query=expr)["result"]
     assert {r["metric"]["bridge"] for r in shown[("Read per second", "A")]} == {sink, source}
+    assert {r["metric"]["bridge"] for r in shown[("Send-to-arrival latency (p50, p99)", "B")]} == {sink}
     assert {r["metric"]["check"] for r in shown[("Checks (1 passed, 0 failed)", "A")]} == {
         "batch_succeeded", "lag_within_bound", "fresh", "no_new_dead_letters"}

@@ -112,3 +112,23 @@ def test_partition_lag_is_a_series_per_partition_only_when_asked():
     assert _sample(asked, "bridge_partition_lag_records", "orders", topic="t", partition="0") == 5
     assert _sample(asked, "bridge_partition_lag_records", "orders", topic="t", partition="1") == 0
     assert _sample(not_asked, "bridge_partition_lag_records", "orders", topic="t", partition="0") is None
+
+
+def test_a_sinks_latency_buckets_become_one_cumulative_histogram():
+    from connectors.kafka.latency import BUCKET_FIELDS, SUM_FIELD
+
+    bridge = _bridge("orders")
+    metrics = BridgeMetrics()
+    with DagsterInstance.ephemeral() as instance:
+        for le_50, over in ((3, 0), (1, 1)):
+            buckets = {**dict.fromkeys(BUCKET_FIELDS, 0), "latency_le_50ms": le_50,
+                       "latency_over_300000ms": over, SUM_FIELD: 1000 * over + 10 * le_50}
+            instance.report_runless_asset_event(AssetMaterialization(AssetKey("orders"), metadata={
+                "records_published": MetadataValue.int(le_50 + over),
+                "delivery_latency": MetadataValue.json(buckets)}))
+        EventReader(instance, metrics).read([bridge])
+    assert _sample(metrics, "bridge_delivery_latency_seconds_bucket", "orders", le="0.05") == 4
+    assert _sample(metrics, "bridge_delivery_latency_seconds_bucket", "orders", le="300.0") == 4
+    assert _sample(metrics, "bridge_delivery_latency_seconds_bucket", "orders", le="+Inf") == 5
+    assert _sample(metrics, "bridge_delivery_latency_seconds_count", "orders") == 5
+    assert _sample(metrics, "bridge_delivery_latency_seconds_sum", "orders") == 1.04
