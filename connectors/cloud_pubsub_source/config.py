@@ -73,5 +73,11 @@ class CloudPubSubSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys
         "none", alias="errors.tolerance",
         description="`all` skips (and acks) a message the converters cannot write or Kafka refuses for good, "
                     "counted in messages_dropped; `none` fails the run, and the message is redelivered to the next")
-    key_converter: ConverterClass = Field(STRING_CONVERTER, alias="key.converter")
-    value_converter: ConverterClass = Field(BYTE_ARRAY_CONVERTER, alias="value.converter")
+    key_converter: ConverterClass = Field(
+        STRING_CONVERTER, alias="key.converter",
+        description="how the Kafka key (the message's key attribute) is written: UTF-8 text by default, as the "
+                    "reference's StringConverter key")
+    value_converter: ConverterClass = Field(
+        BYTE_ARRAY_CONVERTER, alias="value.converter",
+        description="how the Kafka value is written: the message data's bytes by default; a struct of data and "
+                    "attributes through a converter with schemas")

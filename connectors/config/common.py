@@ -63,10 +63,19 @@ class ConverterKeys(KeyRegistryKeys, ValueRegistryKeys):
     """Kafka Connect's converter keys, with Confluent's registry keys under each prefix. Without a worker
     config to inherit from, bytes pass through."""
 
-    key_converter: ConverterClass = Field(BYTE_ARRAY_CONVERTER, alias="key.converter")
-    value_converter: ConverterClass = Field(BYTE_ARRAY_CONVERTER, alias="value.converter")
-    key_converter_schemas_enable: bool = Field(True, alias="key.converter.schemas.enable")
-    value_converter_schemas_enable: bool = Field(True, alias="value.converter.schemas.enable")
+    key_converter: ConverterClass = Field(
+        BYTE_ARRAY_CONVERTER, alias="key.converter",
+        description="how a Kafka key is read (sinks) or written (sources): bytes as they are, UTF-8 text, JSON, or "
+                    "a Schema Registry format (Avro, Protobuf, JSON Schema)")
+    value_converter: ConverterClass = Field(
+        BYTE_ARRAY_CONVERTER, alias="value.converter",
+        description="how a Kafka value is read (sinks) or written (sources), as key.converter")
+    key_converter_schemas_enable: bool = Field(
+        True, alias="key.converter.schemas.enable",
+        description="JsonConverter: keys are {\"schema\": ..., \"payload\": ...} envelopes (false: bare JSON)")
+    value_converter_schemas_enable: bool = Field(
+        True, alias="value.converter.schemas.enable",
+        description="JsonConverter: values are {\"schema\": ..., \"payload\": ...} envelopes (false: bare JSON)")
 
     @model_validator(mode="after")
     def _registry_converters_name_a_registry(self):

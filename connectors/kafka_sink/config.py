@@ -13,29 +13,50 @@ from connectors.kafka.connection import KafkaConnection
 
 
 class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
-    target_bootstrap_servers: str = Field(alias="target.bootstrap.servers", min_length=1)
+    target_bootstrap_servers: str = Field(
+        alias="target.bootstrap.servers", min_length=1,
+        description="the target cluster (the local stack's second cluster: KAFKA_TARGET_BOOTSTRAP_SERVERS)")
     target_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
-        "PLAINTEXT", alias="target.security.protocol")
+        "PLAINTEXT", alias="target.security.protocol", description="how the target is reached")
     target_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
-        None, alias="target.sasl.mechanism")
-    target_sasl_username: str | None = Field(None, alias="target.sasl.username")
-    target_sasl_password: SecretStr | None = Field(None, alias="target.sasl.password")
-    # The target topic's name; ${topic} is the source topic's (MirrorMaker 2's IdentityReplicationPolicy
-    # is the default; "backup.${topic}" prefixes as its DefaultReplicationPolicy does with an alias).
-    topic_rename_format: TargetTemplate = Field(TOPIC_PLACEHOLDER, alias="topic.rename.format", min_length=1)
-    # same: a record keeps its partition number (the target topic needs at least as many partitions);
-    # key: the target producer's partitioner picks (murmur2 of the key, as a Java producer would).
-    target_partition: Literal["same", "key"] = Field("same", alias="target.partition")
-    # A missing target topic is created with the source topic's partition count (else the run fails).
-    target_topic_create: bool = Field(True, alias="target.topic.create")
-    target_topic_replication_factor: int = Field(-1, alias="target.topic.replication.factor", ge=-1)
-    # MirrorMaker 2's consumer-group checkpoints (with target.partition=same only: the key partitioner moves
-    # records, so no offset of a partition maps to one of the target's).
-    source_cluster_alias: str = Field("source", alias="source.cluster.alias", pattern=r"^[A-Za-z0-9_.-]+$")
-    emit_checkpoints_enabled: bool = Field(True, alias="emit.checkpoints.enabled")
-    sync_group_offsets_enabled: bool = Field(False, alias="sync.group.offsets.enabled")
-    groups: str = Field(".*", alias="groups")  # comma-separated regexes, as MM2
-    groups_exclude: str = Field("console-consumer-.*, connect-.*, __.*", alias="groups.exclude")
+        None, alias="target.sasl.mechanism", description="the target's SASL mechanism (with a username and password)")
+    target_sasl_username: str | None = Field(None, alias="target.sasl.username", description="the target's SASL user")
+    target_sasl_password: SecretStr | None = Field(
+        None, alias="target.sasl.password", description="its password (write it as a reference: ${env:...})")
+    # MirrorMaker 2's IdentityReplicationPolicy is the default; "backup.${topic}" prefixes as its
+    # DefaultReplicationPolicy does with an alias.
+    topic_rename_format: TargetTemplate = Field(
+        TOPIC_PLACEHOLDER, alias="topic.rename.format", min_length=1,
+        description="the target topic's name; ${topic} is the source topic's (backup.${topic} prefixes); several "
+                    "source topics need ${topic}")
+    target_partition: Literal["same", "key"] = Field(
+        "same", alias="target.partition",
+        description="`same`: a record keeps its partition number (the target topic needs as many partitions, or the "
+                    "run fails before anything moves, naming both counts); `key`: the target producer's "
+                    "partitioner (murmur2 of the key, as a Java producer)")
+    target_topic_create: bool = Field(
+        True, alias="target.topic.create",
+        description="a missing target topic is created with its source's partition count and max.message.bytes "
+                    "(else the run fails)")
+    target_topic_replication_factor: int = Field(-1, alias="target.topic.replication.factor", ge=-1,
+                                                 description="for created topics; -1: the broker's default")
+    # Checkpoints only with target.partition=same: the key partitioner moves records, so no offset of a partition
+    # maps to one of the target's.
+    source_cluster_alias: str = Field(
+        "source", alias="source.cluster.alias", pattern=r"^[A-Za-z0-9_.-]+$",
+        description="names the checkpoints topic, <alias>.checkpoints.internal (compacted, created when missing)")
+    emit_checkpoints_enabled: bool = Field(
+        True, alias="emit.checkpoints.enabled",
+        description="after each batch, MirrorMaker 2's consumer-group checkpoints on the target "
+                    "(with target.partition=same)")
+    sync_group_offsets_enabled: bool = Field(
+        False, alias="sync.group.offsets.enabled",
+        description="also commit the translated offsets to the same group on the target, when that group has no "
+                    "active member there, and only forward (MirrorMaker 2's key)")
+    groups: str = Field(".*", alias="groups",
+                        description="which source groups are checkpointed: comma-separated regexes (MirrorMaker 2's)")
+    groups_exclude: str = Field("console-consumer-.*, connect-.*, __.*", alias="groups.exclude",
+                                description="source groups never checkpointed: comma-separated regexes")
 
     @model_validator(mode="after")
     def _routing_is_one_to_one(self):

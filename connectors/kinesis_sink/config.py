@@ -16,24 +16,35 @@ MAX_BYTES_PER_RECORD = 1024 * 1024  # data and partition key together
 
 
 class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
-    # ${topic} routes each Kafka topic to its own stream (e.g. kafka-${topic}).
     stream_name: str = Field(alias="kinesis.stream.name", min_length=1, max_length=128,
-                             pattern=r"^([a-zA-Z0-9_.-]|\$\{topic\})+$")
-    region: str = Field("us-east-1", alias="kinesis.region")
-    endpoint: str | None = Field(None, alias="kinesis.endpoint")  # default: AWS_ENDPOINT_URL or AWS's own
-    # key: the Kafka key is the partition key (a null key: the Kafka partition number), so a key's records
-    # share a shard; partition: each Kafka partition goes to one shard (explicit hash key of that shard).
-    partition_key: Literal["key", "partition"] = Field("key", alias="kinesis.partition.key")
+                             pattern=r"^([a-zA-Z0-9_.-]|\$\{topic\})+$",
+                             description="the stream written; ${topic} routes each Kafka topic to its own stream "
+                                         "(kafka-${topic}), every one checked before the run reads")
+    region: str = Field("us-east-1", alias="kinesis.region", description="the stream's region")
+    endpoint: str | None = Field(None, alias="kinesis.endpoint",
+                                 description="another endpoint; default: AWS_ENDPOINT_URL, else AWS's own")
+    partition_key: Literal["key", "partition"] = Field(
+        "key", alias="kinesis.partition.key",
+        description="`key`: the Kafka key (UTF-8, at most 256 characters) is the partition key, a null key the Kafka "
+                    "partition number, so a key's records share a shard; `partition`: each Kafka partition goes to "
+                    "one shard (the explicit hash key of open shard partition % shards)")
     max_request_records: int = Field(MAX_RECORDS_PER_REQUEST, alias="kinesis.max.request.records", ge=1,
-                                     le=MAX_RECORDS_PER_REQUEST)
+                                     le=MAX_RECORDS_PER_REQUEST,
+                                     description="records per PutRecords request (Kinesis's limit: 500)")
     max_request_bytes: int = Field(MAX_BYTES_PER_REQUEST, alias="kinesis.max.request.bytes", ge=MAX_BYTES_PER_RECORD,
-                                   le=MAX_BYTES_PER_REQUEST)
-    # Records Kinesis refuses for a while (throughput exceeded, internal failure) are tried again with
-    # backoff for this long, then the run fails (nothing recorded, the batch is moved again next run).
-    retry_timeout_ms: int = Field(60_000, alias="kinesis.retry.timeout.ms", ge=1_000)
-    # Default: the AWS credential chain (environment, profile, instance role).
-    aws_access_key_id: str | None = Field(None, alias="aws.access.key.id")
-    aws_secret_access_key: SecretStr | None = Field(None, alias="aws.secret.access.key")
+                                   le=MAX_BYTES_PER_REQUEST,
+                                   description="bytes per request, data and partition keys (Kinesis's limit: 5 MiB)")
+    retry_timeout_ms: int = Field(
+        60_000, alias="kinesis.retry.timeout.ms", ge=1_000,
+        description="records Kinesis refuses (throughput exceeded, internal failure) are sent again with exponential "
+                    "backoff (0.1 s to 5 s) for this long; then the run fails naming the first record's topic, "
+                    "partition and offset, and records nothing")
+    aws_access_key_id: str | None = Field(
+        None, alias="aws.access.key.id",
+        description="with aws.secret.access.key (both or neither); default: the AWS credential chain (environment, "
+                    "profile, instance role)")
+    aws_secret_access_key: SecretStr | None = Field(
+        None, alias="aws.secret.access.key", description="the secret key (write it as a reference: ${env:...})")
 
     def stream_for(self, kafka_topic: str) -> str:
         return route(self.stream_name, kafka_topic)

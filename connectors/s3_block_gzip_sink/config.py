@@ -8,17 +8,20 @@ from connectors.config.common import ConnectorConfig, ConverterKeys, ErrorHandli
 
 
 class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys):
-    s3_bucket: str = Field(alias="s3.bucket", min_length=3)
-    s3_prefix: str = Field("", alias="s3.prefix")
-    s3_endpoint: str | None = Field(None, alias="s3.endpoint")  # default: AWS_ENDPOINT_URL or AWS's own
-    s3_path_style: bool = Field(False, alias="s3.path_style")
-    # Uncompressed bytes per gzip member (a block readable alone with one range GET).
-    compressed_block_size: int = Field(64 * 1024 * 1024, alias="compressed_block_size", ge=1)
-    # Where a file is assembled before upload; default: the system's temp folder.
-    local_buffer_dir: str | None = Field(None, alias="local.buffer.dir")
-    # Records per chunk file (the seed's files followed Kafka Connect's flush interval instead);
-    # the name is Confluent's S3 sink's key for the same bound.
-    flush_size: int = Field(100_000, alias="flush.size", ge=1)
+    s3_bucket: str = Field(alias="s3.bucket", min_length=3, description="the bucket the archive is written to")
+    s3_prefix: str = Field("", alias="s3.prefix", description="the key prefix of every object it writes")
+    s3_endpoint: str | None = Field(None, alias="s3.endpoint",
+                                    description="another S3 endpoint; default: AWS_ENDPOINT_URL, else AWS's own")
+    s3_path_style: bool = Field(False, alias="s3.path_style", description="path-style addressing (bucket in the path)")
+    compressed_block_size: int = Field(
+        64 * 1024 * 1024, alias="compressed_block_size", ge=1,
+        description="uncompressed bytes per gzip member: a block that decompresses alone from one range GET")
+    local_buffer_dir: str | None = Field(None, alias="local.buffer.dir",
+                                         description="where a file is assembled before upload; default: the system's "
+                                                     "temp folder")
+    # The seed's files followed Kafka Connect's flush interval instead; the name is Confluent's S3 sink's key.
+    flush_size: int = Field(100_000, alias="flush.size", ge=1,
+                            description="records per file; a re-run from the same offset writes the same object names")
 
     def key_prefix(self) -> str:
         return self.s3_prefix.strip("/")

@@ -18,3 +18,11 @@ def test_a_key_row_says_its_type_default_secrecy_and_meaning():
     assert "| `pubsublite.subscription` | text | required | the Lite subscription read |" in table
     assert "| `gcp.credentials.json` | text (secret) | none | a service account key as JSON" in table
     assert "bridge-offsets.&lt;bridge name&gt;" in table  # not read as an HTML tag
+
+
+def test_every_key_of_every_connector_says_what_it_does():
+    from connectors.plugins import installed_plugins
+
+    undescribed = [f"{name}: {field.alias or key}" for name, plugin in installed_plugins().items()
+                   for key, field in plugin.config_model.model_fields.items() if not field.description]
+    assert not undescribed, undescribed

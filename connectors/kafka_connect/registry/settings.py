@@ -33,27 +33,38 @@ class RegistrySettings:
     connect_meta_data: bool = True
 
 
-# (field suffix, key suffix, type, default). Both prefixes get the same keys; only the strategy of the
-# converter's own role is read (Confluent's converters accept both names on either side too).
+_ACCEPTED = "accepted so that a deployment's file loads; changes nothing here"
+# (field suffix, key suffix, type, default, description). Both prefixes get the same keys; only the strategy of
+# the converter's own role is read (Confluent's converters accept both names on either side too).
 _KEYS = (
-    ("schema_registry_url", "schema.registry.url", str | None, None),
-    ("basic_auth_credentials_source", "basic.auth.credentials.source", CredentialsSource, "URL"),
-    ("basic_auth_user_info", "basic.auth.user.info", SecretStr | None, None),
-    ("auto_register_schemas", "auto.register.schemas", bool, True),
-    ("use_latest_version", "use.latest.version", bool, False),
-    ("latest_compatibility_strict", "latest.compatibility.strict", bool, True),
-    ("normalize_schemas", "normalize.schemas", bool, False),
-    ("key_subject_name_strategy", "key.subject.name.strategy", SubjectNameStrategy, TOPIC_NAME_STRATEGY),
-    ("value_subject_name_strategy", "value.subject.name.strategy", SubjectNameStrategy, TOPIC_NAME_STRATEGY),
-    ("connect_meta_data", "connect.meta.data", bool, True),
-    ("enhanced_avro_schema_support", "enhanced.avro.schema.support", bool, False),
-    ("schemas_cache_size", "schemas.cache.size", int, 1000),
+    ("schema_registry_url", "schema.registry.url", str | None, None,
+     "a registry converter's Schema Registry: a comma list of http(s) URLs (a URL may carry user:password@)"),
+    ("basic_auth_credentials_source", "basic.auth.credentials.source", CredentialsSource, "URL",
+     "`URL`: credentials from the registry URL; `USER_INFO`: from basic.auth.user.info"),
+    ("basic_auth_user_info", "basic.auth.user.info", SecretStr | None, None,
+     "user:password for the registry (write it as ${env:NAME}; never printed)"),
+    ("auto_register_schemas", "auto.register.schemas", bool, True,
+     "a source registers the schema of what it writes under its subject (false: only looks it up there)"),
+    ("use_latest_version", "use.latest.version", bool, False,
+     "a source writes with the subject's latest schema instead of registering its own"),
+    ("latest_compatibility_strict", "latest.compatibility.strict", bool, True, _ACCEPTED),
+    ("normalize_schemas", "normalize.schemas", bool, False,
+     "a source's schema is normalized by the registry before it is registered or looked up"),
+    ("key_subject_name_strategy", "key.subject.name.strategy", SubjectNameStrategy, TOPIC_NAME_STRATEGY,
+     "how a key's subject is named (Confluent's class names): <topic>-key, the record's name, or both"),
+    ("value_subject_name_strategy", "value.subject.name.strategy", SubjectNameStrategy, TOPIC_NAME_STRATEGY,
+     "how a value's subject is named (Confluent's class names): <topic>-value, the record's name, or both"),
+    ("connect_meta_data", "connect.meta.data", bool, True,
+     "Avro schemas a source writes carry Connect's own properties (connect.name, connect.version, ...)"),
+    ("enhanced_avro_schema_support", "enhanced.avro.schema.support", bool, False, _ACCEPTED),
+    ("schemas_cache_size", "schemas.cache.size", int, 1000, _ACCEPTED),
 )
 
 
 def _prefixed_keys(prefix: str) -> type[BaseModel]:
-    fields = {f"{prefix}_converter_{name}": (kind, Field(default, alias=f"{prefix}.converter.{key}"))
-              for name, key, kind, default in _KEYS}
+    fields = {f"{prefix}_converter_{name}": (kind, Field(default, alias=f"{prefix}.converter.{key}",
+                                                         description=description))
+              for name, key, kind, default, description in _KEYS}
     return create_model(f"{prefix.title()}RegistryConverterKeys", **fields)
 
 
