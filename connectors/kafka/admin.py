@@ -27,6 +27,7 @@ _TRANSIENT_CODES = frozenset({
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._UNKNOWN_PARTITION,  # a client's metadata right after the topic was made (seen on the target cluster)
 })
 
 

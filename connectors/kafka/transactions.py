@@ -6,13 +6,16 @@ commit, and its open transaction is aborted. A slot's producer is kept in the Py
 task (a new one takes about 0.5 s to start, measured); before a task relies on a kept one, a transaction of a
 claim record proves it still holds the id's newest epoch, and one that was fenced (another worker or run started
 the slot since) is replaced by a new one, which fences the others in turn. The position lives in a compacted
-positions topic, one partition per slot: once the slot is held, its last committed position is the last one in its
-partition, so the task goes on from there whatever the driver planned."""
+positions topic, keyed by what it is a position in: once the slot is held, its last committed position is the last
+record of its key, so the task goes on from there whatever the driver planned. A source with numbered slots (the
+Lite source's partitions) gives each a partition of its own; the Kafka sink's slots (source partitions, of topics
+that come and go) share the topic's partitions by a hash of their key (`slot_of`)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,14 +45,26 @@ class PositionsTopic:
             return
         admin.ensure_partitions(self.name, slots)
 
+    def ensure_hashed(self, admin: KafkaAdmin, partitions: int) -> int:
+        """For slots placed by `slot_of`: creates the topic with `partitions` when it is missing, and returns how
+        many it has (never changed afterwards: that would move the slots)."""
+        if admin.create_topic(self.name, partitions, {"cleanup.policy": "compact"}):
+            return partitions  # the metadata may not show a topic made moments ago yet
+        return len(retry_transient(admin.partitions)([self.name])[self.name])
+
     def latest(self, slot: int, key: str) -> dict | None:
         """The last committed position of `key` in the slot's partition, None when there is none."""
-        return self.latest_of({slot: key}).get(slot)
+        return self.latest_by_key({key: slot}).get(key)
 
     def latest_of(self, keys: dict[int, str]) -> dict[int, dict]:
-        """The last committed position of each slot's key, for the slots that have one; one consumer reads the
-        partitions' ends (read_committed, up to their last stable offsets), going further back only where no
-        position is found."""
+        """The last committed position of each slot's key (a slot per partition), for the slots that have one."""
+        found = self.latest_by_key({key: slot for slot, key in keys.items()})
+        return {slot: found[key] for slot, key in keys.items() if key in found}
+
+    def latest_by_key(self, keys: dict[str, int]) -> dict[str, dict]:
+        """The last committed position of each key (in the partition given), for the keys that have one; one
+        consumer reads the partitions' ends (read_committed, up to their last stable offsets), going further back
+        only where a key is not found."""
         from confluent_kafka import Consumer, TopicPartition
 
         # fetch.wait.max.ms: a fetch at the end comes back at once instead of after the default 0.5 s.
@@ -61,13 +76,14 @@ class PositionsTopic:
             # read_committed consumer's high watermark is the last stable offset: where an open transaction begins.
             ends = {slot: retry_transient(consumer.get_watermark_offsets)(TopicPartition(self.name, slot),
                                                                           timeout=READ_TIMEOUT_S)
-                    for slot in keys}
-            found: dict[int, dict] = {}
+                    for slot in set(keys.values())}
+            found: dict[str, dict] = {}
             window, left = TAIL_WINDOW, dict(keys)
             while left:
-                starts = {slot: max(ends[slot][0], ends[slot][1] - window) for slot in left}
-                found.update(_last_values(consumer, self.name, starts, {s: ends[s][1] for s in left}, left))
-                left = {slot: key for slot, key in left.items() if slot not in found and starts[slot] > ends[slot][0]}
+                slots = set(left.values())
+                starts = {slot: max(ends[slot][0], ends[slot][1] - window) for slot in slots}
+                found.update(_last_values(consumer, self.name, starts, {s: ends[s][1] for s in slots}, left))
+                left = {key: slot for key, slot in left.items() if key not in found and starts[slot] > ends[slot][0]}
                 window *= 16
             return found
         finally:
@@ -77,15 +93,21 @@ class PositionsTopic:
         producer.produce(self.name, key=key.encode(), value=json.dumps(value).encode(), partition=slot)
 
 
+def slot_of(key: str, partitions: int) -> int:
+    """The positions partition of a slot placed by its key (stable across processes, unlike hash())."""
+    return zlib.crc32(key.encode()) % partitions
+
+
 def _last_values(consumer, topic: str, starts: dict[int, int], ends: dict[int, int],
-                 keys: dict[int, str]) -> dict[int, dict]:
-    """Each slot's last record of its key between its start and its end (the partition's last stable offset)."""
+                 keys: dict[str, int]) -> dict[str, dict]:
+    """Each key's last record between its partition's start and end (the partition's last stable offset)."""
     import time
 
     from confluent_kafka import TopicPartition
 
     partitions = [TopicPartition(topic, slot, offset) for slot, offset in starts.items() if offset < ends[slot]]
-    found: dict[int, dict] = {}
+    found: dict[str, dict] = {}
+    wanted = {key.encode(): key for key in keys}
     if not partitions:
         return found
     consumer.assign(partitions)
@@ -94,8 +116,9 @@ def _last_values(consumer, topic: str, starts: dict[int, int], ends: dict[int, i
         if time.monotonic() > deadline:
             raise BatchError(f"positions topic {topic}: its end was not reached within {READ_TIMEOUT_S} s")
         for message in consumer.consume(1000, 0.01):  # short waits: consume() returns early only when full
-            if message.error() is None and message.key() == keys[message.partition()].encode():
-                found[message.partition()] = json.loads(message.value())
+            key = wanted.get(message.key()) if message.error() is None else None
+            if key is not None and keys[key] == message.partition():
+                found[key] = json.loads(message.value())
     return found
 
 
@@ -117,10 +140,12 @@ class _Unusable(Exception):
 
 @contextlib.contextmanager
 def holding_slot(client_config: dict[str, str], positions: PositionsTopic, slot: int, key: str,
-                 timeout_ms: int) -> Iterator:
-    """The slot's transactional producer (`<positions topic>.<slot>`), holding the id's newest epoch, with a
-    transaction open; kept for the slot's next task in this process unless the body fails. The body commits."""
-    config = {**client_config, "transactional.id": f"{positions.name}.{slot}", "enable.idempotence": True,
+                 timeout_ms: int, name: str | None = None) -> Iterator:
+    """The slot's transactional producer (`<positions topic>.<name>`, the slot's number by default), holding the
+    id's newest epoch, with a transaction open; kept for the slot's next task in this process unless the body fails.
+    Its positions go to partition `slot` under `key`. The body commits."""
+    config = {**client_config, "transactional.id": f"{positions.name}.{slot if name is None else name}",
+              "enable.idempotence": True,
               "acks": "all", "linger.ms": 5, "transaction.timeout.ms": timeout_ms, "log_level": 3,
               "logger": client_logger()}
     refused = ""

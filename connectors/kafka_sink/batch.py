@@ -3,6 +3,7 @@ Kafka sink plan."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -14,8 +15,10 @@ from connectors.errors import BatchError
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES, dead_letter_client_config
 from connectors.kafka.sink_batch import SinkBatchResult, run_kafka_sink_batch
+from connectors.kafka.transactions import PositionsTopic, slot_of
 from connectors.kafka_sink.checkpoints import OffsetSync, write_checkpoints
 from connectors.kafka_sink.config import KafkaSinkConfig
+from connectors.kafka_sink.exactly_once import POSITIONS_PARTITIONS, position_key, produce_in_transactions
 from connectors.kafka_sink.write import ReplicaTask, produce_arrow_batches
 from connectors.outage import kafka_outages_named
 
@@ -52,6 +55,25 @@ def _target_ends(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin
     return {names[name]: parts for name, parts in ends.items()}
 
 
+def _with_transactions(task: ReplicaTask, bridge_name: str, source: KafkaAdmin, target: KafkaAdmin,
+                       recorded: Offsets) -> tuple[ReplicaTask, Offsets]:
+    """The task with the positions topic on the target (made when missing), and the recorded offsets moved up to
+    what the transactions committed: a run killed after its commit left the metadata behind."""
+    config = task.config
+    positions = PositionsTopic(config.positions_topic_name(bridge_name), config.target_connection().librdkafka_config())
+    with kafka_outages_named(config.target_bootstrap_servers, f"reading the positions topic {positions.name}"):
+        partitions = positions.ensure_hashed(target, POSITIONS_PARTITIONS)
+        sources = source.partitions(config.topic_list() or None, config.topics_regex)
+        keys = {position_key(t, p): (t, p) for t, ps in sources.items() for p in ps}
+        committed = positions.latest_by_key({key: slot_of(key, partitions) for key in keys})
+    moved = {t: dict(ps) for t, ps in recorded.items()}
+    for key, value in committed.items():
+        topic, partition = keys[key]
+        if value["next_offset"] > moved.get(topic, {}).get(partition, -1):
+            moved.setdefault(topic, {})[partition] = value["next_offset"]
+    return dataclasses.replace(task, positions=positions, positions_partitions=partitions), moved
+
+
 @dataclass(frozen=True)
 class ReplicaBatchResult:
     batch: SinkBatchResult
@@ -65,9 +87,13 @@ def run_replica_batch(spark: SparkSession, bridge_name: str, config: KafkaSinkCo
     largest = prepare_targets(config, kafka, target)
     task = ReplicaTask(bridge_name, config, dead_letter_client_config(kafka, config),
                        min(largest + HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES), batch.outage_timeout_seconds)
+    deliver = produce_arrow_batches
+    if config.exactly_once:
+        task, recorded = _with_transactions(task, bridge_name, kafka, target, recorded)
+        deliver = produce_in_transactions
     before = _target_ends(config, kafka, target) if config.checkpoints else {}
     result = run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
-                                  functools.partial(produce_arrow_batches, task))
+                                  functools.partial(deliver, task))
     if not config.checkpoints or not result.plan.ranges:
         return ReplicaBatchResult(result, 0)
     # As MirrorMaker 2's checkpoint connector runs apart from its source connector, checkpoints that cannot

@@ -7,12 +7,12 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, ExactlyOnceKeys, KafkaTopicsKeys
 from connectors.config.routing import TOPIC_PLACEHOLDER, TargetTemplate, is_routed, route
 from connectors.kafka.connection import KafkaConnection
 
 
-class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
+class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ExactlyOnceKeys):
     target_bootstrap_servers: str = Field(
         alias="target.bootstrap.servers", min_length=1,
         description="the target cluster (the local stack's second cluster: KAFKA_TARGET_BOOTSTRAP_SERVERS)")

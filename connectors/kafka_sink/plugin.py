@@ -58,4 +58,5 @@ CONNECTOR = ConnectorPlugin(
     reads=kafka_topics_read,
     writes=_writes,
     keys=SINK_KEYS,
+    exactly_once_modes=("batch",),
 )

@@ -14,6 +14,7 @@ from connectors.errors import BatchError
 from connectors.kafka.connection import client_logger, kept_producer, refused_for_good
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
+from connectors.kafka.transactions import PositionsTopic
 from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.outage import Unreachable
 
@@ -27,51 +28,55 @@ class ReplicaTask:
     dead_letter_client_config: dict[str, str]
     max_message_bytes: int  # the largest record a source topic may hold, and its headers
     outage_timeout_s: float
+    # exactly.once.support=required: the positions topic on the target, and how many partitions its slots share
+    positions: PositionsTopic | None = None
+    positions_partitions: int = 0
+
+    def producer_config(self) -> dict:
+        """The target producer's settings, transactional or not."""
+        return {**self.config.target_connection().librdkafka_config(), "message.max.bytes": self.max_message_bytes,
+                # A target that does not answer fails the batch after the outage timeout, not librdkafka's 5 minutes.
+                "message.timeout.ms": int(self.outage_timeout_s * 1000), "logger": client_logger(), "log_level": 3}
 
 
-def produce_arrow_batches(task: ReplicaTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    cfg = task.config
-    tally = SinkTally(task.bridge_name, cfg, task.dead_letter_client_config)
-    with kept_producer({  # kept for this Python worker's next task
-        **cfg.target_connection().librdkafka_config(), "enable.idempotence": True, "acks": "all",
-        "linger.ms": 5, "message.max.bytes": task.max_message_bytes,
-        # A target that does not answer fails the batch after the outage timeout, not librdkafka's 5 minutes.
-        "message.timeout.ms": int(task.outage_timeout_s * 1000), "logger": client_logger(), "log_level": 3,
-    }) as producer:
-        _produce(task, tally, producer, batches)
-    yield tally.summary()
+class Sends:
+    """What became of the records a task handed its producer: refused for good (too large, invalid: through
+    errors.tolerance) or failed (the target's fault: the task fails). In a transaction a record refused after it
+    was sent fails the task too: the transaction must then abort, and no record of it can be skipped alone."""
 
+    def __init__(self, task: ReplicaTask, in_transaction: bool = False):
+        self.task, self.in_transaction = task, in_transaction
+        self.refused: list[tuple[TalliedBatch, int, object]] = []
+        self.failed: list[tuple[TalliedBatch, int, object]] = []
 
-def _produce(task: ReplicaTask, tally: SinkTally, producer, batches: Iterator[pa.RecordBatch]) -> None:
-    from confluent_kafka import KafkaException
+    def send(self, producer, slot: TalliedBatch) -> None:
+        """Hands the batch's records to the producer: key, value, headers, timestamp and (by default) partition."""
+        from confluent_kafka import KafkaException
 
-    cfg = task.config
-    refused: list[tuple[TalliedBatch, int, object]] = []  # for good (too large, invalid): errors.tolerance
-    failed: list[tuple[TalliedBatch, int, object]] = []  # the target's fault: the task fails
+        cfg = self.task.config
 
-    def delivery(slot: TalliedBatch, row: int):
-        def report(error, message) -> None:
-            if error is None:
-                slot.counts(row).published += 1
-            else:
-                (refused if refused_for_good(error) else failed).append((slot, row, error))
-        return report
+        def delivery(row: int):
+            def report(error, message) -> None:
+                if error is None:
+                    slot.counts(row).published += 1
+                elif refused_for_good(error) and not self.in_transaction:
+                    self.refused.append((slot, row, error))
+                else:
+                    self.failed.append((slot, row, error))
+            return report
 
-    same_partition = cfg.target_partition == "same"
-    for batch in batches:
-        slot = TalliedBatch(batch, tally)
+        batch = slot.batch
         columns = {name: batch.column(name).to_pylist()
                    for name in ("topic", "partition", "key", "value", "headers", "timestamp_ms", "timestampType")}
         for row in range(batch.num_rows):
-            timestamp_type = columns["timestampType"][row]
             kwargs = {
                 "key": columns["key"][row], "value": columns["value"][row],
                 "headers": [(h["key"], h["value"]) for h in columns["headers"][row] or []],
-                "on_delivery": delivery(slot, row),
+                "on_delivery": delivery(row),
             }
-            if timestamp_type != NO_TIMESTAMP and columns["timestamp_ms"][row] is not None:
+            if columns["timestampType"][row] != NO_TIMESTAMP and columns["timestamp_ms"][row] is not None:
                 kwargs["timestamp"] = columns["timestamp_ms"][row]
-            if same_partition:
+            if cfg.target_partition == "same":
                 kwargs["partition"] = columns["partition"][row]
             target = cfg.target_topic(columns["topic"][row])
             while True:
@@ -80,20 +85,38 @@ def _produce(task: ReplicaTask, tally: SinkTally, producer, batches: Iterator[pa
                     break
                 except BufferError:  # the local queue is full: let acknowledgements drain it
                     producer.poll(0.1)
-                except KafkaException as exc:
+                except KafkaException as exc:  # refused before it was sent: never part of a transaction
                     if not refused_for_good(exc.args[0]):
                         raise
-                    refused.append((slot, row, exc.args[0]))
+                    self.refused.append((slot, row, exc.args[0]))
                     break
             producer.poll(0)
-    left = producer.flush(task.outage_timeout_s)
-    if left:
-        raise Unreachable(f"Kafka at {cfg.target_bootstrap_servers} did not acknowledge {left} records within "
-                          f"{task.outage_timeout_s:.0f} s; the run recorded nothing")
-    if failed:
-        slot, row, error = failed[0]
-        raise BatchError(f"{slot.record(row).where}: the target Kafka at {cfg.target_bootstrap_servers} refused "
-                         f"{len(failed)} records: {error.str()}")
-    for slot, row, error in refused:
-        tally.reject(slot.record(row), "KAFKA_PRODUCE", RecordError(f"the target Kafka refused it: {error.str()}"))
-    tally.flush_dead_letters()
+
+    def settle(self, producer, tally: SinkTally) -> None:
+        """Waits for every acknowledgement; raises for what failed; sends what was refused for good through
+        errors.tolerance (the dead-letter topic, on the source cluster)."""
+        cfg, timeout_s = self.task.config, self.task.outage_timeout_s
+        left = producer.flush(timeout_s)
+        if left:
+            raise Unreachable(f"Kafka at {cfg.target_bootstrap_servers} did not acknowledge {left} records within "
+                              f"{timeout_s:.0f} s; the run recorded nothing")
+        if self.failed:
+            slot, row, error = self.failed[0]
+            raise BatchError(f"{slot.record(row).where}: the target Kafka at {cfg.target_bootstrap_servers} refused "
+                             f"{len(self.failed)} records: {error.str()}")
+        for slot, row, error in self.refused:
+            tally.reject(slot.record(row), "KAFKA_PRODUCE", RecordError(f"the target Kafka refused it: {error.str()}"))
+        self.refused = []
+        tally.flush_dead_letters()
+
+
+def produce_arrow_batches(task: ReplicaTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    cfg = task.config
+    tally = SinkTally(task.bridge_name, cfg, task.dead_letter_client_config)
+    config = {**task.producer_config(), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    with kept_producer(config) as producer:  # kept for this Python worker's next task
+        sends = Sends(task)
+        for batch in batches:
+            sends.send(producer, TalliedBatch(batch, tally))
+        sends.settle(producer, tally)
+    yield tally.summary()

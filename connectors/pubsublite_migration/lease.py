@@ -7,12 +7,13 @@ and the one whose claim is not the last written backs off."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import uuid
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.errors import BatchError
 from connectors.kafka.connection import group_committer
@@ -36,6 +37,7 @@ class CopyLease:
         self._where = TopicPartition(kafka_topic, 0)
         self._consumer = group_committer(client_config, lease_group(kafka_topic))
         self._beats = 0
+        self._beaten_at = 0.0  # monotonic time of the last beat Kafka took
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -53,7 +55,8 @@ class CopyLease:
         try:
             if self._thread is not None:
                 self._thread.join()
-                self._beat(at=0)  # released: the next migration need not wait for the lapse
+                with contextlib.suppress(KafkaException):  # Kafka away: the lease lapses by itself instead
+                    self._beat(at=0)  # released: the next migration need not wait for the lapse
         finally:
             self._consumer.close()
 
@@ -80,11 +83,23 @@ class CopyLease:
             raise MigrationRunning(f"another migration is writing Kafka topic {self.topic} (its lease in group "
                                    f"{lease_group(self.topic)} beat {age:.1f} s ago); run this one when it has ended")
 
+    def check(self) -> None:
+        """Raises when no beat was taken for LAPSE_S (Kafka unreachable): another migration may have found the
+        lease lapsed and begun."""
+        silent_s = time.monotonic() - self._beaten_at
+        if silent_s >= LAPSE_S:
+            raise MigrationRunning(f"the lease on Kafka topic {self.topic} (group {lease_group(self.topic)}) took no "
+                                   f"beat for {silent_s:.0f} s, so another migration may have begun; run this one again")
+
     def _beat(self, at: float | None = None) -> None:
         self._beats += 1
         claim = json.dumps({"id": self._id, "at": time.time() if at is None else at})
         self._consumer.commit(offsets=[TopicPartition(self.topic, 0, self._beats, metadata=claim)], asynchronous=False)
+        self._beaten_at = time.monotonic()
 
     def _beat_until_closed(self) -> None:
         while not self._closed.wait(BEAT_S):
-            self._beat()
+            try:
+                self._beat()
+            except KafkaException:  # a broker restarting, the coordinator moving: the next beat tries again
+                pass

@@ -141,9 +141,10 @@ class Migration:
             self.kafka.create(plan.topic.partitions, kafka_topic_config(plan.topic))
             plan.kafka_partitions = plan.topic.partitions
         client_config = self.kafka.admin.connection.librdkafka_config()
-        with CopyLease(client_config, plan.kafka_topic):
+        with CopyLease(client_config, plan.kafka_topic) as lease:
             self._read_positions(plan)
             copy_partitions(self.lite, plan.through, client_config, plan.kafka_topic, plan.copies, progress)
+            lease.check()  # the groups move only while the lease is surely ours
             self._move_groups(plan)
 
     def _move_groups(self, plan: MigrationPlan) -> None:

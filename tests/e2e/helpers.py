@@ -225,3 +225,21 @@ def kinesis_records_by_shard(stream: str) -> dict[str, list[dict]]:
             iterator = page["NextShardIterator"]
         found[shard["ShardId"]] = records
     return found
+
+
+def read_committed(bootstrap_servers: str, topic: str, partitions: int, quiet_s: float = 2.0) -> list:
+    """Every record a read_committed consumer of `topic` sees (Kafka messages, in each partition's order), read
+    until nothing more came for `quiet_s`."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "eos-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records, quiet_since = [], time.monotonic()
+    while time.monotonic() - quiet_since < quiet_s:
+        batch = [m for m in consumer.consume(1000, 0.5) if m.error() is None]
+        if batch:
+            records += batch
+            quiet_since = time.monotonic()
+    consumer.close()
+    return records

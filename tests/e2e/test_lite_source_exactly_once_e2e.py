@@ -5,35 +5,15 @@ metadata, Lite's committed cursor) were lost goes on from the transactions inste
 from __future__ import annotations
 
 import os
-import time
-
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from dagster import DagsterInstance
 
 from bridge_assets.definitions import build_definitions
-from tests.e2e.helpers import kafka_admin, materialize_bridge
+from tests.e2e.helpers import kafka_admin, materialize_bridge, read_committed
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, lite_connection, publish_lite
 
 pytestmark = pytest.mark.e2e
 EXACTLY_ONCE = {"exactly.once.support": "required"}
-
-
-def read_committed(topic: str) -> list:
-    """Every record a read_committed consumer sees, from the beginning to the last stable offset."""
-    admin = kafka_admin()
-    ends = admin.end_offsets(admin.partitions([topic]), isolation_level="read_committed")[topic]
-    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "eos-reader",
-                         "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 3})
-    consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
-    records, quiet_since = [], time.monotonic()
-    while time.monotonic() - quiet_since < 2:
-        batch = [m for m in consumer.consume(1000, 0.5) if m.error() is None]
-        if batch:
-            records += batch
-            quiet_since = time.monotonic()
-    consumer.close()
-    return records
 
 
 def test_records_and_cursors_commit_together_and_a_lost_place_is_found_in_the_transactions(
@@ -47,7 +27,7 @@ def test_records_and_cursors_commit_together_and_a_lost_place_is_found_in_the_tr
 
     first = materialize_bridge(defs, name, DagsterInstance.ephemeral())
     assert first["messages_written"].value == 300
-    assert sorted(r.value() for r in read_committed(kafka_topic)) == sorted(f"m{i}".encode() for i in range(300))
+    assert sorted(r.value() for r in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 3)) == sorted(f"m{i}".encode() for i in range(300))
     positions = f"bridge-offsets.{name}"
     assert len(kafka_admin().partitions([positions])[positions]) == 3  # a slot per Lite partition
 
@@ -61,5 +41,5 @@ def test_records_and_cursors_commit_together_and_a_lost_place_is_found_in_the_tr
     second = materialize_bridge(defs, name, DagsterInstance.ephemeral())
     assert second["messages_written"].value == 30
     assert set(second["resumed_from_transactions"].value) == {"0", "1", "2"}
-    values = [r.value() for r in read_committed(kafka_topic)]
+    values = [r.value() for r in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 3)]
     assert len(values) == len(set(values)) == 330

@@ -1,0 +1,101 @@
+"""The faults every exactly-once fault test inflicts on a bridge that writes Kafka, in one sequence: the run killed
+-9 at three random moments while it writes, the engine's Python workers killed once, the broker that holds the
+transactions restarted once, two runs started together, then runs until done."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+
+def python_workers(stack) -> list[int]:
+    """The warm engine's Python worker processes (its daemons and the workers they forked): descendants of this
+    stack's Spark Connect server (they start sessions of their own, so not its process group)."""
+    table = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+    rows = [line.split(None, 2) for line in table.splitlines()]
+    children: dict[str, list[list[str]]] = {}
+    for row in rows:
+        children.setdefault(row[1], []).append(row)
+    found, todo = [], [str(stack._alive("spark"))]
+    while todo:
+        for pid, _, args in children.get(todo.pop(), []):
+            todo.append(pid)
+            if "spark_worker_daemon" in args:
+                found.append(int(pid))
+    return found
+
+
+class Run:
+    """A run of the bridge in its own process group, its log kept to say why it ended when it ended early."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path):
+        self.log_path = log_path
+        with open(log_path, "w") as log:
+            self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log,
+                                            start_new_session=True)
+
+    def wait_until_writing(self, written: Callable[[], int], timeout_s: float = 120) -> None:
+        baseline, deadline = written(), time.monotonic() + timeout_s
+        while written() <= baseline:
+            assert self.process.poll() is None and time.monotonic() < deadline, \
+                f"the run ended before it wrote anything: {self.why()}"
+            time.sleep(0.05)
+
+    def why(self) -> str:
+        return "\n".join(line for line in open(self.log_path).read().splitlines()
+                         if " - DEBUG - " not in line and not line.startswith(" "))[-3000:]
+
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def inflict_faults(stack, command: list[str], env: dict[str, str], logs: Path, rng: random.Random,
+                   written: Callable[[], int], broker: str, kill_within_s: float,
+                   done: Callable[[], bool]) -> None:
+    """The sequence; `written` counts the records in the target topic (committed or not), `broker` is the stack's
+    service holding the transactions, `done` says whether every record arrived."""
+    for attempt in range(3):  # kill -9 of the run's process group at a random moment while it writes
+        run = Run(command, env, logs / f"killed-{attempt}.log")
+        run.wait_until_writing(written)
+        time.sleep(rng.uniform(0, kill_within_s))
+        run.kill()
+
+    run = Run(command, env, logs / "worker-killed.log")
+    run.wait_until_writing(written)
+    workers = python_workers(stack)
+    assert workers, "no Python worker of the warm engine found"
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    run.process.wait(timeout=300)  # it fails or Spark retries the task: either way the next runs go on
+
+    # A batch that ended before its workers were killed leaves them dead in the engine's pool: the next job's task
+    # fails once ("Stream closed"), and the run after that gets new ones.
+    for attempt in range(3):
+        run = Run(command, env, logs / f"broker-restarted-{attempt}.log")
+        try:
+            run.wait_until_writing(written)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
+    stack.down(only=(broker,), log=lambda line: None)
+    try:
+        time.sleep(2)
+    finally:
+        stack.up(only=(broker,), log=lambda line: None)
+    run.process.wait(timeout=300)
+
+    together = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for _ in range(2)]
+    [r.wait(timeout=300) for r in together]
+
+    for _ in range(12):  # then runs until done
+        if done():
+            return
+        subprocess.run(command, env=env, capture_output=True, timeout=300)

@@ -1,0 +1,78 @@
+"""Exactly once into Kafka through faults (issue #33), the Kafka sink (Kafka -> Kafka) on the warm engine as Dagster
+runs it: 20,000 records, the run killed -9 at three random moments while it writes, the engine's Python workers
+killed once, the target cluster's broker restarted once (the transactions live there), two runs started together,
+then runs until done (eos_faults.py). A read_committed consumer of the target counts every record; with
+exactly.once.support=required each arrives once and in order per partition, and with the default (requested) the
+same faults show the copies at-least-once allows."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+
+from tests.e2e.helpers import cli_run, kafka_admin, read_committed
+from tests.e2e.test_kafka_sink_e2e import _target
+from tests.faults.eos_faults import inflict_faults
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+RECORDS, PARTITIONS = 20_000, 3
+
+
+def _written_on_target(topic: str) -> int:
+    """Records on the target, committed or not (a transaction's records count as soon as they are written)."""
+    target = _target()
+    partitions = target.partitions([topic]).get(topic)
+    return sum(target.end_offsets({topic: partitions})[topic].values()) if partitions else 0
+
+
+def _records(topic: str) -> list[tuple[int, str]]:
+    """(partition, value) of every record a read_committed consumer of the target sees, in each partition's order."""
+    return [(m.partition(), m.value().decode())
+            for m in read_committed(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], topic, PARTITIONS, 3)]
+
+
+@pytest.mark.parametrize("support", ["required", "requested"])
+def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_two_runs_at_once(
+        stack, spark_remote, tmp_path, unique, fault_report, support):
+    name, topic = f"eos_repl_fault_{unique}", f"eos-repl-fault-{unique}"
+    kafka_admin().create_topic(topic, partitions=PARTITIONS)
+    # Values say their partition and their place in it: "p1:01234".
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3,
+                         "linger.ms": 20})
+    produced = []
+    for i in range(RECORDS):
+        value = f"p{i % PARTITIONS}:{i // PARTITIONS:05d}"
+        producer.produce(topic, value=value.encode(), partition=i % PARTITIONS)
+        produced.append(value)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    bridges = tmp_path / "bridges.yaml"
+    bridges.write_text(yaml.safe_dump({"bridges": [{
+        "name": name, "connector": "KafkaSinkConnector",
+        # Small batches in short parts: each run writes in several transactions, so the faults land between them.
+        "batch": {"max_records": 3000, "outage_timeout_seconds": 60, "progress_interval_ms": 200},
+        "config": {"topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+                   "exactly.once.support": support}}]}))
+    command, env = cli_run(tmp_path, str(bridges), name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    started = time.monotonic()
+
+    inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written_on_target(topic),
+                   "kafka_target", kill_within_s=0.5,
+                   done=lambda: len({value for _, value in _records(topic)}) >= RECORDS)
+    records = _records(topic)
+    row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
+                             "the target broker restarted, two runs at once (warm engine)", "KafkaSink",
+                             set(produced), [value for _, value in records], time.monotonic() - started)
+    assert row.lost == 0
+    if support == "required":
+        assert row.duplicated == 0
+        # In order per partition, in the partition it came from (target.partition=same).
+        assert all(value.startswith(f"p{partition}:") for partition, value in records)
+        for partition in range(PARTITIONS):
+            places = [int(value[3:]) for p, value in records if p == partition]
+            assert places == sorted(places)
