@@ -12,6 +12,7 @@ goes through errors.tolerance, and its dead letter (on the source cluster) is ou
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from typing import Iterator
 
@@ -41,13 +42,8 @@ def produce_in_transactions(task: ReplicaTask, batches: Iterator[pa.RecordBatch]
     first = next(batches, None)
     if first is not None:
         topic, partition = first.column("topic")[0].as_py(), first.column("partition")[0].as_py()
-        _move(task, tally, topic, partition, _chain(first, batches))
+        _move(task, tally, topic, partition, itertools.chain([first], batches))
     yield tally.summary()
-
-
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield first
-    yield from rest
 
 
 def _move(task: ReplicaTask, tally: SinkTally, topic: str, partition: int, batches: Iterator[pa.RecordBatch]) -> None:
