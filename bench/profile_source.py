@@ -2,7 +2,9 @@
 once as one pull task run alone in this process under cProfile, once as a whole micro-batch on a warm classic
 Spark session (its fixed cost: the plan, a Spark job, each task's clients), each on a fresh pstest.
 
-    python -m bench.profile_source [--records 10000] [--size 1024]
+    python -m bench.profile_source [--records 10000] [--size 1024] [--exactly-once]
+
+With --exactly-once the bridge has exactly.once.support=required (its pull task: exactly_once.py).
 """
 
 from __future__ import annotations
@@ -28,44 +30,66 @@ def _filled(records: int, size: int) -> str:
     return name
 
 
+EXACTLY_ONCE: dict = {}
+
+
 def _config(name: str):
     from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 
     return CloudPubSubSourceConfig.model_validate({"cps.project": "bench", "cps.subscription": name,
-                                                   "kafka.topic": name})
+                                                   "kafka.topic": name, **EXACTLY_ONCE})
+
+
+def _task_body(task, admin, name: str):
+    """The pull task as Spark runs it for slot 0, with its positions topic under exactly once."""
+    import functools
+
+    from connectors.cloud_pubsub_source.exactly_once import ExactlyOnceTask, pull_and_deliver_in_transactions
+    from connectors.cloud_pubsub_source.write import pull_and_deliver
+    from connectors.kafka.transactions import PositionsTopic
+
+    if not task.config.exactly_once:
+        return functools.partial(pull_and_deliver, task)
+    positions = PositionsTopic(task.config.positions_topic_name(name), admin.connection.librdkafka_config())
+    positions.ensure(admin, 2)
+    return functools.partial(pull_and_deliver_in_transactions, ExactlyOnceTask(task, positions, 2))
 
 
 def main() -> None:
     from connectors.bridge import BatchSettings
     from connectors.cloud_pubsub.clients import PubSubConnection
     from connectors.cloud_pubsub_source.batch import run_source_batch
-    from connectors.cloud_pubsub_source.write import SourceTask, pull_and_deliver
+    from connectors.cloud_pubsub_source.write import SourceTask
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--exactly-once", action="store_true")
     args = parser.parse_args()
+    if args.exactly_once:
+        EXACTLY_ONCE["exactly.once.support"] = "required"
     with bench_stack() as stack:
         connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
         admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
 
         name = _filled(args.records, args.size)
         task = SourceTask(_config(name), connection, admin.connection.librdkafka_config(), args.records)
+        body = _task_body(task, admin, "profile_source")
         profile = cProfile.Profile()
         started = time.monotonic()
         profile.enable()
-        [summary] = pull_and_deliver(task, iter([pa.RecordBatch.from_pydict({"slot": [0]})]))
+        [summary] = body(iter([pa.RecordBatch.from_pydict({"slot": [0]})]))
         profile.disable()
         alone_s = time.monotonic() - started
         moved = sum(summary.column("written").to_pylist())
 
         spark, _ = warm_engine("classic", stack.env().get("BRIDGE_SPARK_REMOTE"))
         warm_up = _filled(2_000, args.size)
-        run_source_batch(spark, _config(warm_up), connection, admin, BatchSettings(max_records=2_000))
+        run_source_batch(spark, _config(warm_up), connection, admin, BatchSettings(max_records=2_000), "profile-source")
         name = _filled(args.records, args.size)
-        result = run_source_batch(spark, _config(name), connection, admin, BatchSettings(max_records=args.records))
+        result = run_source_batch(spark, _config(name), connection, admin, BatchSettings(max_records=args.records), "profile-source")
         print(f"{args.records:,} messages of {args.size} B\n"
               f"- one pull task alone, in this process: {moved:,} in {alone_s:.2f} s ({moved / alone_s:,.0f}/s)\n"
               f"- a whole micro-batch, 2 tasks, warm classic engine: {result.written:,} in {result.duration_s:.2f} s "

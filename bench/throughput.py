@@ -251,7 +251,7 @@ def _cloud_source(measure, spark, admin, size, count):
             {"cps.project": "bench", "cps.subscription": name, "kafka.topic": name, **keys})
 
         def run():
-            result = run_source_batch(spark, config, connection, admin, BatchSettings(max_records=count))
+            result = run_source_batch(spark, config, connection, admin, BatchSettings(max_records=count), name)
             return result.written, result.duration_s
 
         measure("CloudPubSubSourceConnector", size, label, run)

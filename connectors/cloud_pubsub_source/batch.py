@@ -11,9 +11,11 @@ from pyspark.sql import SparkSession
 
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+from connectors.cloud_pubsub_source.exactly_once import ExactlyOnceTask, pull_and_deliver_in_transactions
 from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask, pull_and_deliver
 from connectors.bridge import BatchSettings
-from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.admin import KafkaAdmin, retry_transient
+from connectors.kafka.transactions import PositionsTopic
 
 
 @dataclass
@@ -23,6 +25,7 @@ class SourceBatchResult:
     written: int = 0
     acked: int = 0
     dropped: int = 0
+    recognized: int = 0  # exactly once: pulled again after their transaction committed, acked without writing
     bytes: int = 0
     per_partition: dict[str, int] = field(default_factory=dict)  # Kafka partition -> records written
 
@@ -49,6 +52,7 @@ def run_source_batch(
     connection: PubSubConnection,
     kafka: KafkaAdmin,
     batch: BatchSettings,
+    bridge_name: str,
 ) -> SourceBatchResult:
     """Pull up to batch.max_records messages in batch.parallelism Spark tasks and deliver them."""
     started = time.monotonic()
@@ -57,14 +61,21 @@ def run_source_batch(
     tasks = config.streaming_pull_parallel_streams if config.streaming_pull_enabled else batch.parallelism
     task = SourceTask(config, connection, kafka.connection.librdkafka_config(), math.ceil(batch.max_records / tasks),
                       batch.outage_timeout_seconds, batch.max_seconds)
+    deliver = functools.partial(pull_and_deliver, task)
+    if config.exactly_once:
+        positions = PositionsTopic(config.positions_topic_name(bridge_name), kafka.connection.librdkafka_config())
+        positions.ensure(kafka, tasks)  # a partition per pull slot; one left from more slots before is still read
+        slots_in_topic = len(retry_transient(kafka.partitions)([positions.name])[positions.name])
+        deliver = functools.partial(pull_and_deliver_in_transactions, ExactlyOnceTask(task, positions, slots_in_topic))
     slots = spark.range(0, tasks, 1, tasks).selectExpr("CAST(id AS INT) AS slot")
-    rows = slots.mapInArrow(functools.partial(pull_and_deliver, task), SUMMARY_SCHEMA).collect()
+    rows = slots.mapInArrow(deliver, SUMMARY_SCHEMA).collect()
     result = SourceBatchResult()
     for row in rows:
         if row["kafka_partition"] < 0:
             result.pulled += row["pulled"]
             result.acked += row["acked"]
             result.dropped += row["dropped"]
+            result.recognized += row["recognized"]
         else:
             key = str(row["kafka_partition"])
             result.per_partition[key] = result.per_partition.get(key, 0) + row["written"]

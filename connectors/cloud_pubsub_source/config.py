@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from connectors.config.common import ConnectorConfig, ConverterClass, ConverterKeys, GcpCredentialsKeys
+from connectors.config.common import (
+    ConnectorConfig, ConverterClass, ConverterKeys, ExactlyOnceKeys, GcpCredentialsKeys,
+)
 from connectors.kafka_connect.converter_classes import BYTE_ARRAY_CONVERTER, STRING_CONVERTER
 
 DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
 ORDERING_KEY = "orderingKey"  # kafka.key.attribute value that means "use the ordering key"
 
 
-class CloudPubSubSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys):
+class CloudPubSubSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys, ExactlyOnceKeys):
     cps_subscription: str = Field(alias="cps.subscription", min_length=1, description="the subscription pulled")
     cps_project: str = Field(alias="cps.project", min_length=1, description="the subscription's project")
     cps_endpoint: str = Field(DEFAULT_ENDPOINT, alias="cps.endpoint", description="host:port of Cloud Pub/Sub")
@@ -81,3 +83,12 @@ class CloudPubSubSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys
         BYTE_ARRAY_CONVERTER, alias="value.converter",
         description="how the Kafka value is written: the message data's bytes by default; a struct of data and "
                     "attributes through a converter with schemas")
+
+    @model_validator(mode="after")
+    def _exactly_once_pulls_unary(self):
+        # The streaming pull's client library acks and leases on its own: a message's ack cannot wait for its
+        # transaction's commit.
+        if self.exactly_once and self.streaming_pull_enabled:
+            raise ValueError("exactly.once.support=required works with unary pulls only: set "
+                             "cps.streamingPull.enabled=false")
+        return self

@@ -19,7 +19,7 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     config = bridge.config
     with systems.spark.batch_session(bridge.name) as spark:
         result = run_source_batch(spark, config, systems.pubsub.connection_for(config), systems.kafka.admin(),
-                                  bridge.batch)
+                                  bridge.batch, bridge.name)
     return source_report(result)
 
 
@@ -58,6 +58,7 @@ CONNECTOR = ConnectorPlugin(
     signal=None,
     reads=_reads,
     writes=kafka_topic_written,
+    exactly_once_modes=("batch",),
     keys=ReportKeys("messages", read="messages_pulled", delivered="records_written", lag=None,
                     rejected=("messages_dropped",),
                     counted=(("records_dropped", "messages_dropped"), ("bytes_written", "bytes_written"))),

@@ -13,12 +13,15 @@ def source_report(result) -> BatchReport:
         "records_written": result.written,
         "messages_acked": result.acked,
         "messages_dropped": result.dropped,
+        "messages_recognized": result.recognized,
         "bytes_written": result.bytes,
         "duration_seconds": round(result.duration_s, 3),
         "records_per_second": round(result.records_per_second, 1),
         "records_per_kafka_partition": dict(result.per_partition),
     }
     line = f"{result.pulled} messages pulled, {result.written} written, {result.acked} acked in {result.duration_s:.1f}s"
+    if result.recognized:
+        line += f" ({result.recognized} pulled again after their transaction committed: acked, not written again)"
     return BatchReport(result.written, None, values,
                        ("messages_pulled", "records_written", "messages_acked", "messages_dropped", "bytes_written"),
                        line, (), result.duration_s)

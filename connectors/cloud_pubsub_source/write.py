@@ -24,7 +24,10 @@ from connectors.outage import google_unanswered, outages_named
 
 log = logging.getLogger(__name__)
 
-SUMMARY_SCHEMA = "kafka_partition int, written long, bytes long, pulled long, acked long, dropped long"
+# recognized: messages pulled again whose records a transaction had committed, acked without writing them again
+# (exactly.once.support=required; exactly_once.py)
+SUMMARY_SCHEMA = ("kafka_partition int, written long, bytes long, pulled long, acked long, dropped long, "
+                  "recognized long")
 # Acknowledge and ModifyAckDeadline requests must stay under 524,288 bytes; keep a margin for the
 # subscription name and the protobuf framing of each id.
 MAX_ACK_REQUEST_BYTES = 500_000
@@ -99,40 +102,54 @@ class SourceClients:
 
 
 @contextlib.contextmanager
-def source_clients(task: SourceTask) -> Iterator[SourceClients]:
-    """The task's clients, inside Pub/Sub's outage naming; Kafka is flushed and both are closed at the end (the
-    producer is kept for this Python worker's next task, connection.kept_producer)."""
-    from connectors.kafka.connection import client_logger, kept_producer
-
+def pubsub_clients(task: SourceTask) -> Iterator[tuple[object, str, object | None]]:
+    """(subscriber, subscription path, topic codec) of a pull task, inside Pub/Sub's outage naming; closed at the
+    end. The codec is the topic's schema's under messageFormat topic-schema, else None."""
     cfg = task.config
     subscriber = task.connection.subscriber()
     path = subscriber.subscription_path(cfg.cps_project, cfg.cps_subscription)
     channel = None
-    with kept_producer({
-        **task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-        "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger(),
-    }) as producer:
-        try:
-            with outages_named("Pub/Sub", task.connection.address, f"pulling from {path}", google_unanswered()):
-                topic_codec = None
-                if cfg.message_format == "topic-schema":
-                    from connectors.cloud_pubsub.topic_schema import TopicCodec, lookup_topic_schema  # only here
+    try:
+        with outages_named("Pub/Sub", task.connection.address, f"pulling from {path}", google_unanswered()):
+            topic_codec = None
+            if cfg.message_format == "topic-schema":
+                from connectors.cloud_pubsub.topic_schema import TopicCodec, lookup_topic_schema  # only here
 
-                    channel = task.connection.publish_channel()
-                    topic = subscriber.get_subscription(subscription=path).topic
-                    topic_codec = TopicCodec(lookup_topic_schema(channel, topic))
-                yield SourceClients(subscriber, path, _Delivery(cfg, producer), topic_codec)
+                channel = task.connection.publish_channel()
+                topic = subscriber.get_subscription(subscription=path).topic
+                topic_codec = TopicCodec(lookup_topic_schema(channel, topic))
+            yield subscriber, path, topic_codec
+    finally:
+        subscriber.close()
+        if channel is not None:
+            channel.close()
+
+
+def producer_config(task: SourceTask) -> dict:
+    from connectors.kafka.connection import client_logger
+
+    return {**task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger()}
+
+
+@contextlib.contextmanager
+def source_clients(task: SourceTask) -> Iterator[SourceClients]:
+    """The task's clients; Kafka is flushed at the end (the producer is kept for this Python worker's next task,
+    connection.kept_producer)."""
+    from connectors.kafka.connection import kept_producer
+
+    with kept_producer(producer_config(task)) as producer:
+        try:
+            with pubsub_clients(task) as (subscriber, path, topic_codec):
+                yield SourceClients(subscriber, path, _Delivery(task.config, producer), topic_codec)
         finally:
             producer.flush(30)
-            subscriber.close()
-            if channel is not None:
-                channel.close()
 
 
-def summary_rows(delivery: "_Delivery") -> pa.RecordBatch:
-    rows = [{"kafka_partition": p, "written": n, "bytes": b, "pulled": 0, "acked": 0, "dropped": 0}
+def summary_rows(delivery: "_Delivery", recognized: int = 0) -> pa.RecordBatch:
+    rows = [{"kafka_partition": p, "written": n, "bytes": b, "pulled": 0, "acked": 0, "dropped": 0, "recognized": 0}
             for p, (n, b) in delivery.written.items()]
-    rows.append({"kafka_partition": -1, "written": 0, "bytes": 0, **delivery.totals})
+    rows.append({"kafka_partition": -1, "written": 0, "bytes": 0, **delivery.totals, "recognized": recognized})
     return rows_batch(rows, SUMMARY_SCHEMA)
 
 
@@ -302,11 +319,13 @@ class _Delivery:
     """Writes converted messages to Kafka and says which may be acked: delivered ones, and ones dropped under
     errors.tolerance=all (a conversion error, or a record Kafka refuses for good, as Kafka Connect's KIP-779 does).
     Otherwise, once Kafka refused a record, `ackable` raises and nothing more is acked. A message is acked through
-    its handle (an ack id, or a streamed message)."""
+    its handle (an ack id, or a streamed message). In a transaction, a record refused after it was sent fails it: it
+    cannot be skipped alone."""
 
-    def __init__(self, config: CloudPubSubSourceConfig, producer):
+    def __init__(self, config: CloudPubSubSourceConfig, producer, in_transaction: bool = False):
         self.config = config
         self.producer = producer
+        self._in_transaction = in_transaction
         self.written: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])  # partition -> [n, bytes]
         self.totals = {"pulled": 0, "acked": 0, "dropped": 0}
         self._pending: dict[int, object] = {}  # sent to Kafka, not acknowledged yet: token -> handle
@@ -350,7 +369,7 @@ class _Delivery:
                 except BufferError:
                     self.producer.poll(0.1)
                 except KafkaException as exc:  # refused before sending: too large for the producer, say
-                    self._refused(self._pending.pop(token), message_id, exc.args[0])
+                    self._refused(self._pending.pop(token), message_id, exc.args[0], sent=False)
                     break
 
     def ackable(self, wait_s: float = 0) -> list:
@@ -372,7 +391,7 @@ class _Delivery:
         def callback(err, msg):
             handle = self._pending.pop(token)
             if err is not None:
-                self._refused(handle, message_id, err)
+                self._refused(handle, message_id, err, sent=True)
                 return
             self._settled.append(handle)
             counts = self.written[msg.partition()]
@@ -384,8 +403,9 @@ class _Delivery:
         self._settled.append(handle)
         self.totals["dropped"] += 1
 
-    def _refused(self, handle, message_id: str, err) -> None:
-        if self.config.errors_tolerance == "all" and refused_for_good(err):
+    def _refused(self, handle, message_id: str, err, sent: bool) -> None:
+        tolerate = self.config.errors_tolerance == "all" and not (sent and self._in_transaction)
+        if tolerate and refused_for_good(err):
             log.warning("dropping message %s: Kafka refused it: %s (errors.tolerance=all)", message_id, err.str())
             self._drop(handle)
         else:

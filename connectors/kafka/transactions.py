@@ -179,13 +179,13 @@ def _claim(producer, positions: PositionsTopic, slot: int, key: str) -> str:
     return ""
 
 
-def commit(producer, what: str) -> None:
+def commit(producer, what: str, timeout_s: float = COMMIT_TIMEOUT_S) -> None:
     """Commits the producer's transaction; on failure aborts it (when it can be) and raises naming `what`. A
     fenced producer (a newer run took the slot) cannot abort: its records are never visible."""
     from confluent_kafka import KafkaException
 
     try:
-        producer.commit_transaction(COMMIT_TIMEOUT_S)
+        producer.commit_transaction(timeout_s)
     except KafkaException as exc:
         error = exc.args[0]
         if error.txn_requires_abort():

@@ -87,6 +87,28 @@ def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None 
     return str(path)
 
 
+def cloud_source_bridges_file(directory: Path, name: str, subscription: str, kafka_topic: str,
+                              keys: dict | None = None, batch: dict | None = None) -> str:
+    """A bridges file with one CloudPubSubSourceConnector bridge from `subscription` (a path) to `kafka_topic`."""
+    config = {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
+              "kafka.topic": kafka_topic, **(keys or {})}
+    entry = {"name": name, "connector": "CloudPubSubSourceConnector", "config": config}
+    if batch:
+        entry["batch"] = batch
+    path = directory / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [entry]}))
+    return str(path)
+
+
+def publish_pubsub_messages(topic: str, messages: list[tuple[bytes, dict]]) -> None:
+    """Publishes (data, attributes) pairs to the Pub/Sub topic of that name and waits for every id."""
+    publisher = pubsub_v1.PublisherClient(pubsub_v1.types.BatchSettings(max_messages=1000, max_latency=0.05))
+    path = publisher.topic_path(PROJECT, topic)
+    futures = [publisher.publish(path, data, **attributes) for data, attributes in messages]
+    for future in futures:
+        future.result(60)
+
+
 def materialize_bridge(defs, name: str, instance=None) -> dict:
     """One in-process materialization of a bridge with the default resources; its metadata."""
     from dagster import DagsterInstance, materialize

@@ -7,34 +7,16 @@ import subprocess
 import time
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, TopicPartition
-from google.cloud import pubsub_v1
 
 from bridge_assets.definitions import build_definitions
 from connectors.cloud_pubsub_source.partitioning import java_string_hash
 from tests.e2e.helpers import (
-    PROJECT, cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, materialize_bridge,
+    cli_run, cloud_source_bridges_file, create_pubsub_topic, drain, kafka_admin, kill_run_midway, materialize_bridge,
+    publish_pubsub_messages,
 )
 
 pytestmark = pytest.mark.e2e
-
-
-def _source_bridges(tmp_path, name: str, subscription: str, kafka_topic: str, keys: dict | None = None) -> str:
-    config = {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
-              "kafka.topic": kafka_topic, **(keys or {})}
-    path = tmp_path / "bridges.yaml"
-    path.write_text(yaml.safe_dump({"bridges": [
-        {"name": name, "connector": "CloudPubSubSourceConnector", "config": config}]}))
-    return str(path)
-
-
-def _publish(topic: str, messages: list[tuple[bytes, dict]]) -> None:
-    publisher = pubsub_v1.PublisherClient(pubsub_v1.types.BatchSettings(max_messages=1000, max_latency=0.05))
-    path = publisher.topic_path(PROJECT, topic)
-    futures = [publisher.publish(path, data, **attributes) for data, attributes in messages]
-    for future in futures:
-        future.result(60)
 
 
 def _consume_all(topic: str, expected: int, timeout_s: float = 60):
@@ -56,8 +38,8 @@ def test_messages_become_exactly_one_record_each_with_key_timestamp_and_partitio
     kafka_admin().create_topic(topic, partitions=3)
     subscription = create_pubsub_topic(topic)
     sent = {f"m{i}".encode(): {"user": f"user-{i % 7}", "ts": str(1_600_000_000_000 + i)} for i in range(250)}
-    _publish(topic, list(sent.items()))
-    defs = build_definitions(_source_bridges(tmp_path, name, subscription, topic, {
+    publish_pubsub_messages(topic, list(sent.items()))
+    defs = build_definitions(cloud_source_bridges_file(tmp_path, name, subscription, topic, {
         "kafka.key.attribute": "user", "kafka.timestamp.attribute": "ts",
         "kafka.partition.scheme": "hash_key", "kafka.partition.count": 3, "cps.maxBatchSize": 50}))
 
@@ -80,8 +62,8 @@ def test_attributes_as_headers_and_structs_as_json(stack, spark, tmp_path, uniqu
     topic, name = f"hdr-{unique}", f"hdr_{unique}"
     kafka_admin().create_topic(topic, partitions=1)
     subscription = create_pubsub_topic(topic)
-    _publish(topic, [(b"payload", {"a": "1", "b": "2"})])
-    defs = build_definitions(_source_bridges(tmp_path, name, subscription, topic, {"kafka.record.headers": True}))
+    publish_pubsub_messages(topic, [(b"payload", {"a": "1", "b": "2"})])
+    defs = build_definitions(cloud_source_bridges_file(tmp_path, name, subscription, topic, {"kafka.record.headers": True}))
     materialize_bridge(defs, name)
     [record] = _consume_all(topic, 1)
     assert record.value() == b"payload" and record.headers() == [("a", b"1"), ("b", b"2")]
@@ -89,8 +71,8 @@ def test_attributes_as_headers_and_structs_as_json(stack, spark, tmp_path, uniqu
     json_topic, json_name = f"json-{unique}", f"json_{unique}"
     kafka_admin().create_topic(json_topic, partitions=1)
     json_subscription = create_pubsub_topic(json_topic)
-    _publish(json_topic, [(b"payload", {"b": "2", "a": "1"})])
-    defs = build_definitions(_source_bridges(tmp_path, json_name, json_subscription, json_topic, {
+    publish_pubsub_messages(json_topic, [(b"payload", {"b": "2", "a": "1"})])
+    defs = build_definitions(cloud_source_bridges_file(tmp_path, json_name, json_subscription, json_topic, {
         "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": False}))
     materialize_bridge(defs, json_name)
     [record] = _consume_all(json_topic, 1)
@@ -102,8 +84,8 @@ def test_a_run_killed_between_write_and_ack_loses_nothing(stack, tmp_path, uniqu
     kafka_admin().create_topic(topic, partitions=2)
     subscription = create_pubsub_topic(topic)
     expected = {f"v{i}".encode() for i in range(20_000)}
-    _publish(topic, [(v, {}) for v in expected])
-    command, env = cli_run(tmp_path, _source_bridges(tmp_path, name, subscription, topic, {"cps.maxBatchSize": 100}),
+    publish_pubsub_messages(topic, [(v, {}) for v in expected])
+    command, env = cli_run(tmp_path, cloud_source_bridges_file(tmp_path, name, subscription, topic, {"cps.maxBatchSize": 100}),
                            name)
     admin = kafka_admin()
     kill_run_midway(command, env, lambda: sum(admin.end_offsets({topic: [0, 1]})[topic].values()) > 0)
@@ -120,8 +102,8 @@ def test_streaming_pull_moves_every_message_once(stack, spark, tmp_path, unique)
     kafka_admin().create_topic(topic, partitions=2)
     subscription = create_pubsub_topic(topic)
     sent = {f"s{i}".encode() for i in range(300)}
-    _publish(topic, [(v, {}) for v in sent])
-    defs = build_definitions(_source_bridges(tmp_path, name, subscription, topic, {
+    publish_pubsub_messages(topic, [(v, {}) for v in sent])
+    defs = build_definitions(cloud_source_bridges_file(tmp_path, name, subscription, topic, {
         "cps.streamingPull.enabled": True, "cps.streamingPull.parallelStreams": 2,
         "cps.streamingPull.flowControlMessages": 50, "kafka.partition.count": 2}))
 

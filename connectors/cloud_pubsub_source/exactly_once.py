@@ -1,0 +1,346 @@
+"""The Cloud Pub/Sub source under `exactly.once.support=required`.
+
+Pub/Sub has no position to commit: it keeps its cursor as acks. So a transaction here holds a slot's records and the
+ids of their messages (`pending`: committed, maybe not acked yet) in the positions topic; the messages are acked only
+once it committed, and the slot's next transaction drops the ids whose acks came back. A message Pub/Sub gives again
+after a crash between a commit and its acks carries an id some slot holds as pending: it is acked without being
+written again (`recognized`), and its id is `released` in the recognizing slot's next record, so the slot that holds
+it pending can drop it (a slot's own pending ids it simply drops).
+
+Each pull task is a slot: transactional producer `<positions topic>.<slot>`, partition `slot` of the positions topic,
+key `<subscription>#<slot>`. A task reads every slot's last record once it holds its own (no older producer of its
+slot can commit any more), then follows the topic (read_committed) while it pulls.
+
+Leases: only the task holding a message's lease writes it. A pull's messages keep the subscription's ack deadline
+until less than KEEP_S of it is left, then get LEASE_S; before a commit every deadline of the transaction is pushed
+back to at least COMMIT_LEASE_S ahead, never once one lapsed (the task then aborts, and the messages come again).
+Pub/Sub gives a message to another task only after its deadline, so by then the commit is tens of seconds old and
+that task's view of the positions topic (fetched in the background, milliseconds behind) holds its id. Under a
+subscription with Pub/Sub's exactly-once delivery, acks and deadline changes are confirmed; without it Pub/Sub may,
+rarely, deliver a message twice at once or again after an ack, and those copies are not caught."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+
+from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
+from connectors.cloud_pubsub_source.write import (
+    PULL_TIMEOUT_S, SourceTask, _Delivery, ack_id_chunks, message_in, producer_config, pubsub_clients, pull_retry,
+    received_messages, summary_rows,
+)
+from connectors.errors import BatchError
+from connectors.kafka.admin import retry_transient
+from connectors.kafka.transactions import READ_TIMEOUT_S, PositionsTopic, commit, holding_slot
+
+# Long enough for a large slice in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
+# open transaction is aborted sooner, when the next run's producer of its slot starts.
+TRANSACTION_TIMEOUT_MS = 900_000
+# A transaction's ids go in one positions record: 10,000 ids stay far under Kafka's default 1 MB record.
+MOST_IDS_PER_TRANSACTION = 10_000
+LEASE_S = 30  # the ack deadline every pulled message gets at once (a killed run's come back after it)
+COMMIT_LEASE_S = 20  # a commit starts only with at least this much of every lease left (its timeout is less)
+COMMIT_TIMEOUT_S = 10
+LEASE_MARGIN_S = 5  # a lease with less than this left counts as lapsed: its message may be someone else's
+KEEP_S = 7  # a lease with less than this left is pushed back (checked at every pull)
+
+
+def position_key(config, slot: int) -> str:
+    """What a slot's record in the positions topic is about: a pull slot of the bridge's subscription."""
+    return f"projects/{config.cps_project}/subscriptions/{config.cps_subscription}#{slot}"
+
+
+@dataclass(frozen=True)
+class ExactlyOnceTask:
+    source: SourceTask
+    positions: PositionsTopic
+    slots_in_topic: int  # the positions topic's partitions: every slot whose record may hold pending ids
+
+
+class LeasesLapsed(BatchError):
+    pass
+
+
+class CommittedView:
+    """Every slot's last committed record (id -> slot for the pending ids, and every released id), read once the
+    task holds its slot and followed as other slots commit."""
+
+    def __init__(self, positions: PositionsTopic, keys: dict[str, int]):
+        from confluent_kafka import Consumer, TopicPartition
+
+        from connectors.kafka.connection import client_logger
+
+        self._consumer = Consumer({**positions.client_config, "group.id": f"{positions.name}.follower",
+                                   "enable.auto.commit": False, "isolation.level": "read_committed",
+                                   "fetch.wait.max.ms": 10, "log_level": 3, "logger": client_logger()})
+        try:
+            # Followed from where the last records were read up to: records committed in between are read twice,
+            # in order, which ends on the same last record.
+            ends = {slot: retry_transient(self._consumer.get_watermark_offsets)(
+                TopicPartition(positions.name, slot), timeout=READ_TIMEOUT_S)[1] for slot in set(keys.values())}
+            self.records: dict[str, dict] = positions.latest_by_key(keys)
+            self._consumer.assign([TopicPartition(positions.name, slot, end) for slot, end in ends.items()])
+        except BaseException:
+            self._consumer.close()
+            raise
+        self._keys = {key.encode(): key for key in keys}
+        self._index()
+
+    def follow(self) -> None:
+        """Takes in what the other slots committed since (what the consumer already fetched: it does not wait)."""
+        changed = False
+        while messages := self._consumer.consume(1000, 0):
+            for message in messages:
+                key = self._keys.get(message.key()) if message.error() is None else None
+                if key is not None:
+                    self.records[key] = json.loads(message.value())
+                    changed = True
+        if changed:
+            self._index()
+
+    def _index(self) -> None:
+        self.pending = {mid: key for key, record in self.records.items() for mid in record.get("pending", {})}
+        self.released = {mid for record in self.records.values() for mid in record.get("released", {})}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+@dataclass
+class SlotState:
+    """What the slot's next record says: ids committed and not known acked, and other slots' ids it acked."""
+
+    pending: dict[str, int] = field(default_factory=dict)  # message id -> when committed (epoch ms)
+    released: dict[str, int] = field(default_factory=dict)  # message id -> when acked (epoch ms)
+
+    def pruned(self, view: CommittedView, own_key: str, keep_ms: int) -> dict:
+        """The record to commit: no id someone released; released ids only while another slot holds them pending;
+        nothing older than Pub/Sub keeps a message."""
+        oldest = int(time.time() * 1000) - keep_ms
+        self.pending = {mid: at for mid, at in self.pending.items() if at >= oldest and mid not in view.released}
+        self.released = {mid: at for mid, at in self.released.items()
+                         if at >= oldest and view.pending.get(mid, own_key) != own_key}
+        return {"pending": self.pending, "released": self.released}
+
+
+class Leases:
+    """The ack deadlines of an open transaction's messages. A pull's messages keep the subscription's deadline until
+    little of it is left (`keep`, at every pull), then get LEASE_S; `hold` makes sure every one has `need_s` left.
+    Both raise once a lease may have lapsed. (Pushing each pull's deadline back at once cost an RPC per pull: 10 %
+    of the exactly-once pull task's time on pstest.)"""
+
+    def __init__(self, subscriber, path: str, ack_deadline_s: float):
+        self._subscriber, self._path, self._ack_deadline_s = subscriber, path, ack_deadline_s
+        self._groups: list[list] = []  # [lease ends (monotonic), ack ids]
+        self._soonest = float("inf")
+
+    def add(self, ack_ids: list[str], asked_at: float) -> None:
+        self._groups.append([asked_at + self._ack_deadline_s, ack_ids])
+        self._soonest = min(self._soonest, asked_at + self._ack_deadline_s)
+
+    def keep(self) -> None:
+        if self._soonest - time.monotonic() < KEEP_S:
+            self.hold(KEEP_S)
+
+    def hold(self, need_s: float) -> None:
+        asked = time.monotonic()
+        short = [group for group in self._groups if group[0] - asked < need_s]
+        if not short:
+            return
+        if min(group[0] for group in short) - asked < LEASE_MARGIN_S:
+            raise LeasesLapsed(f"the ack deadlines of messages pulled from {self._path} ran out before their "
+                               "transaction committed; it was aborted and the messages come again")
+        for chunk in ack_id_chunks([ack_id for group in short for ack_id in group[1]]):
+            self._subscriber.modify_ack_deadline(subscription=self._path, ack_ids=chunk, ack_deadline_seconds=LEASE_S)
+        for group in short:
+            group[0] = asked + LEASE_S
+        self._soonest = min(group[0] for group in self._groups)
+
+    def clear(self) -> None:
+        """Forgets the committed transaction's leases."""
+        self._groups, self._soonest = [], float("inf")
+
+
+class Acks:
+    """Acks sent after a commit, on a thread of their own; `done` waits for them and says which ids they settled."""
+
+    def __init__(self, subscriber, path: str):
+        self._subscriber, self._path = subscriber, path
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="pubsub-acks")
+        self._sent: list[tuple[Future, list[str]]] = []
+
+    def send(self, ack_ids: list[str], message_ids: list[str]) -> None:
+        if ack_ids:
+            self._sent.append((self._pool.submit(self._ack, ack_ids), message_ids))
+
+    def done(self) -> list[str]:
+        settled = []
+        for future, message_ids in self._sent:
+            future.result()
+            settled += message_ids
+        self._sent = []
+        return settled
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def _ack(self, ack_ids: list[str]) -> None:
+        for chunk in ack_id_chunks(ack_ids):
+            self._subscriber.acknowledge(subscription=self._path, ack_ids=chunk)
+
+
+def pull_and_deliver_in_transactions(task: ExactlyOnceTask,
+                                     batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """write.pull_and_deliver's counterpart under exactly once: a summary per slot, once committed."""
+    slots = [slot for batch in batches for slot in batch.column("slot").to_pylist()]
+    with pubsub_clients(task.source) as (subscriber, path, topic_codec):
+        subscription = subscriber.get_subscription(subscription=path)
+        ack_deadline_s = subscription.ack_deadline_seconds or 10
+        # Past its retention Pub/Sub gives a message no more: older ids need no keeping.
+        keep_ms = int(subscription.message_retention_duration.total_seconds() * 1000 or 7 * 86_400_000)
+        keep_ms += LEASE_S * 1000
+        for slot in slots:
+            yield _move_slot(task, subscriber, path, topic_codec, slot, ack_deadline_s, keep_ms)
+
+
+def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: int, ack_deadline_s: float,
+               keep_ms: int) -> pa.RecordBatch:
+    source, cfg, positions = task.source, task.source.config, task.positions
+    key, what = position_key(cfg, slot), f"pull slot {slot} of {path}"
+    keys = {position_key(cfg, s): s for s in range(task.slots_in_topic)}
+    with holding_slot(producer_config(source), positions, slot, key, TRANSACTION_TIMEOUT_MS) as producer:
+        view = CommittedView(positions, keys)  # only now, holding the slot, is its own last record final
+        leases, acks = Leases(subscriber, path, ack_deadline_s), Acks(subscriber, path)
+        try:
+            state = SlotState(pending=dict(view.records.get(key, {}).get("pending", {})),
+                              released=dict(view.records.get(key, {}).get("released", {})))
+            delivery = _Delivery(cfg, producer, in_transaction=True)
+            converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot, topic_codec=topic_codec)
+            mover = _SlotMover(task, subscriber, path, producer, view, state, delivery, leases, acks, slot, what,
+                               keep_ms)
+            mover.pull_until_done(converter)
+            recognized = mover.recognized
+        except BaseException:
+            _abort_quietly(producer)
+            raise
+        finally:
+            acks.close()
+            view.close()
+    return summary_rows(delivery, recognized)
+
+
+class _SlotMover:
+    """One slot's pulls, transactions and acks (see the module's text)."""
+
+    def __init__(self, task: ExactlyOnceTask, subscriber, path: str, producer, view: CommittedView, state: SlotState,
+                 delivery: _Delivery, leases: Leases, acks: Acks, slot: int, what: str, keep_ms: int):
+        self.task, self.subscriber, self.path, self.producer = task, subscriber, path, producer
+        self.view, self.state, self.delivery, self.leases, self.acks = view, state, delivery, leases, acks
+        self.slot, self.key, self.what, self.keep_ms = slot, position_key(task.source.config, slot), what, keep_ms
+        self.recognized = 0
+        self._slice: dict[str, str] = {}  # ack id -> message id, of the open transaction
+        self._slice_ids: set[str] = set()
+        self._recognized_ids: list[str] = []  # acked, waiting to be written down as released
+        self._committed = view.records.get(self.key)
+
+    def pull_until_done(self, converter) -> None:
+        source, cfg = self.task.source, self.task.source.config
+        interval_s = cfg.transaction_boundary_interval_ms / 1000 if cfg.transaction_boundary == "interval" else None
+        started = opened = time.monotonic()
+        pulled = 0
+        while pulled < source.quota and source.has_time(started):
+            self.leases.keep()
+            asked = time.monotonic()
+            response = self.subscriber.pull(
+                subscription=self.path, max_messages=min(cfg.cps_max_batch_size, source.quota - pulled),
+                timeout=PULL_TIMEOUT_S, retry=pull_retry(source.outage_timeout_s))
+            received = received_messages(response)
+            if not received:
+                break  # nothing more for now: this micro-batch is done
+            pulled += len(received)
+            self._take(converter, received, asked)
+            if len(self._slice) >= MOST_IDS_PER_TRANSACTION or (
+                    interval_s is not None and time.monotonic() - opened >= interval_s):
+                self._commit()
+                self.producer.begin_transaction()
+                opened = time.monotonic()
+        if self._slice:
+            self._commit()
+            self.producer.begin_transaction()
+        # The last slice's acks: once back, its ids are dropped from the slot's record in a last small transaction.
+        self._settle_acks()
+        record = self.state.pruned(self.view, self.key, self.keep_ms)
+        if record == self._committed:
+            self.producer.abort_transaction()
+            return
+        self.task.positions.record(self.producer, self.slot, self.key, record)
+        commit(self.producer, self.what)
+
+    def _take(self, converter, received: list, asked: float) -> None:
+        """Hands the pull's new messages to the transaction; acks at once those a committed transaction holds."""
+        self.view.follow()
+        fresh, again = [], []
+        for m in received:
+            message_id = m.message.message_id
+            if message_id in self.view.pending:
+                again.append(m)
+            elif message_id in self._slice_ids:  # given twice while its transaction is open: written once
+                self._slice[m.ack_id] = message_id
+            else:
+                fresh.append(m)
+        self.delivery.totals["pulled"] += len(received) - len(fresh)
+        self.delivery.totals["acked"] += len(again)
+        if again:
+            self.acks.send([m.ack_id for m in again], [])
+            self._recognized_ids += [m.message.message_id for m in again]
+            self.recognized += len(again)
+        if fresh:
+            self.leases.add([m.ack_id for m in fresh], asked)
+            self.delivery.send(converter, [(message_in(m), m.message.message_id) for m in fresh],
+                               [m.ack_id for m in fresh])
+            for m in fresh:
+                self._slice[m.ack_id] = m.message.message_id
+                self._slice_ids.add(m.message.message_id)
+        self.producer.poll(0)
+
+    def _settle_acks(self) -> None:
+        """Waits for the acks sent; their ids leave the slot's pending, recognized ones become released."""
+        for message_id in self.acks.done():
+            self.state.pending.pop(message_id, None)
+        now_ms = int(time.time() * 1000)
+        for message_id in self._recognized_ids:
+            if self.state.pending.pop(message_id, None) is None:
+                self.state.released[message_id] = now_ms
+        self._recognized_ids = []
+
+    def _commit(self) -> None:
+        """The slice's records acknowledged by Kafka, the leases held, the slot's record written and committed;
+        then the slice's messages are acked (their acks are waited for at the next commit)."""
+        self.delivery.wait_for_kafka(lambda pending: self.leases.hold(COMMIT_LEASE_S))
+        self.delivery.ackable()  # raises once Kafka refused a record: the transaction is aborted
+        self._settle_acks()
+        self.leases.hold(COMMIT_LEASE_S)
+        now_ms = int(time.time() * 1000)
+        for message_id in self._slice_ids:
+            self.state.pending[message_id] = now_ms
+        record = self.state.pruned(self.view, self.key, self.keep_ms)
+        self.task.positions.record(self.producer, self.slot, self.key, record)
+        commit(self.producer, self.what, timeout_s=COMMIT_TIMEOUT_S)
+        self._committed = json.loads(json.dumps(record))
+        self.leases.clear()
+        self.acks.send(list(self._slice), list(self._slice_ids))
+        self._slice, self._slice_ids = {}, set()
+
+
+def _abort_quietly(producer) -> None:
+    """Ends the open transaction on a failure, so readers are not held at it until the slot's next task; a fenced
+    or broken producer cannot, and its transaction is aborted when the next one starts."""
+    try:
+        producer.abort_transaction(5)
+    except Exception:
+        pass
