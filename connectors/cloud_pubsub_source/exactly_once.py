@@ -31,11 +31,12 @@ import pyarrow as pa
 
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
 from connectors.cloud_pubsub_source.write import (
-    PULL_TIMEOUT_S, SourceTask, _Delivery, ack_id_chunks, message_in, producer_config, pubsub_clients, pull_retry,
+    PULL_TIMEOUT_S, SourceTask, _Delivery, ack_id_chunks, message_in, pubsub_clients, pull_retry,
     received_messages, summary_rows,
 )
 from connectors.errors import BatchError
 from connectors.kafka.admin import retry_transient
+from connectors.kafka.connection import client_logger, source_producer_config
 from connectors.kafka.transactions import READ_TIMEOUT_S, PositionsTopic, commit, holding_slot
 
 # Long enough for a large slice in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
@@ -72,8 +73,6 @@ class CommittedView:
 
     def __init__(self, positions: PositionsTopic, keys: dict[str, int]):
         from confluent_kafka import Consumer, TopicPartition
-
-        from connectors.kafka.connection import client_logger
 
         self._consumer = Consumer({**positions.client_config, "group.id": f"{positions.name}.follower",
                                    "enable.auto.commit": False, "isolation.level": "read_committed",
@@ -213,7 +212,7 @@ def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: 
     source, cfg, positions = task.source, task.source.config, task.positions
     key, what = position_key(cfg, slot), f"pull slot {slot} of {path}"
     keys = {position_key(cfg, s): s for s in range(task.slots_in_topic)}
-    with holding_slot(producer_config(source), positions, slot, key, TRANSACTION_TIMEOUT_MS) as producer:
+    with holding_slot(source_producer_config(source.kafka_client_config), positions, slot, key, TRANSACTION_TIMEOUT_MS) as producer:
         view = CommittedView(positions, keys)  # only now, holding the slot, is its own last record final
         leases, acks = Leases(subscriber, path, ack_deadline_s), Acks(subscriber, path)
         try:

@@ -19,7 +19,7 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter, MessageError, PubSubMessageIn
 from connectors.errors import BatchError
-from connectors.kafka.connection import refused_for_good
+from connectors.kafka.connection import kept_client, refused_for_good, source_producer_config
 from connectors.outage import google_unanswered, outages_named
 
 log = logging.getLogger(__name__)
@@ -125,20 +125,11 @@ def pubsub_clients(task: SourceTask) -> Iterator[tuple[object, str, object | Non
             channel.close()
 
 
-def producer_config(task: SourceTask) -> dict:
-    from connectors.kafka.connection import client_logger
-
-    return {**task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger()}
-
-
 @contextlib.contextmanager
 def source_clients(task: SourceTask) -> Iterator[SourceClients]:
     """The task's clients; Kafka is flushed at the end (the producer is kept for this Python worker's next task,
-    connection.kept_producer)."""
-    from connectors.kafka.connection import kept_producer
-
-    with kept_producer(producer_config(task)) as producer:
+    connection.kept_client)."""
+    with kept_client(source_producer_config(task.kafka_client_config)) as producer:
         try:
             with pubsub_clients(task) as (subscriber, path, topic_codec):
                 yield SourceClients(subscriber, path, _Delivery(task.config, producer), topic_codec)
@@ -331,7 +322,7 @@ class _Delivery:
         self._pending: dict[int, object] = {}  # sent to Kafka, not acknowledged yet: token -> handle
         self._next_token = 0
         self._settled: list = []  # handles that may be acked
-        self._failures: list[str] = []
+        self._failures: list[tuple[int, str]] = []  # (size, what): the largest are named first
 
     @property
     def in_flight(self) -> int:
@@ -369,15 +360,17 @@ class _Delivery:
                 except BufferError:
                     self.producer.poll(0.1)
                 except KafkaException as exc:  # refused before sending: too large for the producer, say
-                    self._refused(self._pending.pop(token), message_id, exc.args[0], sent=False)
+                    self._refused(self._pending.pop(token), message_id, exc.args[0], size, sent=False)
                     break
 
     def ackable(self, wait_s: float = 0) -> list:
         """The handles settled since the last call (counted as acked); raises once Kafka refused a record."""
         self.producer.poll(wait_s)
         if self._failures:
+            # The broker refuses a whole produce request for one record in it: the largest are the likely cause.
+            named = [what for _, what in sorted(self._failures, key=lambda failure: -failure[0])[:3]]
             raise BatchError(f"Kafka topic {self.config.kafka_topic} did not accept {len(self._failures)} records: "
-                             f"{'; '.join(self._failures[:3])}")
+                             f"{'; '.join(named)}")
         settled, self._settled = self._settled, []
         self.totals["acked"] += len(settled)
         return settled
@@ -391,7 +384,7 @@ class _Delivery:
         def callback(err, msg):
             handle = self._pending.pop(token)
             if err is not None:
-                self._refused(handle, message_id, err, sent=True)
+                self._refused(handle, message_id, err, size, sent=True)
                 return
             self._settled.append(handle)
             counts = self.written[msg.partition()]
@@ -403,10 +396,10 @@ class _Delivery:
         self._settled.append(handle)
         self.totals["dropped"] += 1
 
-    def _refused(self, handle, message_id: str, err, sent: bool) -> None:
+    def _refused(self, handle, message_id: str, err, size: int, sent: bool) -> None:
         tolerate = self.config.errors_tolerance == "all" and not (sent and self._in_transaction)
         if tolerate and refused_for_good(err):
             log.warning("dropping message %s: Kafka refused it: %s (errors.tolerance=all)", message_id, err.str())
             self._drop(handle)
         else:
-            self._failures.append(f"message {message_id}: {err.str()}")
+            self._failures.append((size, f"message {message_id} ({size} bytes): {err.str()}"))

@@ -88,24 +88,34 @@ def group_committer(client_config: dict, group: str):
                      "logger": client_logger()})
 
 
-_KEPT_PRODUCERS: dict[tuple, object] = {}
-_KEPT_PRODUCERS_LOCK = threading.Lock()
+def source_producer_config(client_config: dict) -> dict:
+    """How the sources write Kafka: an idempotent producer acknowledged by every replica, records lingering 5 ms,
+    keyed records placed as the Java client's default partitioner places them (murmur2)."""
+    return {**client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger()}
+
+
+_KEPT_CLIENTS: dict[tuple, object] = {}
+_KEPT_CLIENTS_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def kept_producer(config: dict, make: Callable[[dict], object] | None = None) -> Iterator:
-    """A producer for `config`, kept in this process for the next task after this one: Kafka acknowledged a new
+def kept_client(config: dict, make: Callable[[dict], object] | None = None) -> Iterator:
+    """A Kafka client for `config`, kept in this process for the next task after this one: Kafka acknowledged a new
     idempotent producer's first record about 0.5 s after it was made (measured on the local broker, warm), a cost
-    every micro-batch's task of the Cloud and Lite sources and the Kafka sink paid. A producer serves one user at a
-    time (a second one at once gets its own); one whose user failed is not kept, so the next task starts clean. The
-    user flushes it before leaving. `make` builds a new one (default: confluent-kafka's Producer)."""
+    every micro-batch's task of the Cloud and Lite sources and the Kafka sink paid; a new consumer's first offset
+    lookup took a tenth of an exactly-once task's time. A client serves one user at a time (a second one at once
+    gets its own); one whose user failed is not kept, so the next task starts clean. The user flushes a producer
+    before leaving. `make` builds a new one (default: confluent-kafka's Producer)."""
     from confluent_kafka import Producer
 
-    key = tuple(sorted((name, repr(value)) for name, value in config.items() if name != "logger"))
-    with _KEPT_PRODUCERS_LOCK:
-        producer = _KEPT_PRODUCERS.pop(key, None)
-    if producer is None:
-        producer = (make or Producer)(config)
-    yield producer  # an error here leaves the producer to be collected
-    with _KEPT_PRODUCERS_LOCK:
-        _KEPT_PRODUCERS.setdefault(key, producer)
+    make = make or Producer
+    key = (getattr(make, "__qualname__", repr(make)),
+           *sorted((name, repr(value)) for name, value in config.items() if name != "logger"))
+    with _KEPT_CLIENTS_LOCK:
+        client = _KEPT_CLIENTS.pop(key, None)
+    if client is None:
+        client = make(config)
+    yield client  # an error here leaves the client to be collected
+    with _KEPT_CLIENTS_LOCK:
+        _KEPT_CLIENTS.setdefault(key, client)

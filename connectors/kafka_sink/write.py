@@ -11,7 +11,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from connectors.errors import BatchError
-from connectors.kafka.connection import client_logger, kept_producer, refused_for_good
+from connectors.kafka.connection import client_logger, kept_client, refused_for_good
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.transactions import PositionsTopic
@@ -114,7 +114,7 @@ def produce_arrow_batches(task: ReplicaTask, batches: Iterator[pa.RecordBatch]) 
     cfg = task.config
     tally = SinkTally(task.bridge_name, cfg, task.dead_letter_client_config)
     config = {**task.producer_config(), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
-    with kept_producer(config) as producer:  # kept for this Python worker's next task
+    with kept_client(config) as producer:  # kept for this Python worker's next task
         sends = Sends(task)
         for batch in batches:
             sends.send(producer, TalliedBatch(batch, tally))

@@ -14,12 +14,13 @@ import time
 
 from confluent_kafka import Producer, TopicPartition
 
+from connectors.kafka.connection import source_producer_config
 from connectors.kafka.stream_lease import LeaseWatcher
 from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
 from connectors.pubsublite.clients import region_of
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
 from connectors.pubsublite_source.read import read_partition
-from connectors.pubsublite_source.write import KafkaWriter, producer_config, write_batch
+from connectors.pubsublite_source.write import KafkaWriter, write_batch
 
 # With nothing arriving, the task looks at its lease again after this long.
 _IDLE_WAIT_S = 0.1
@@ -42,7 +43,7 @@ class _LiteStream:
         last = self.poster.last()  # a task Spark runs again carries on from its stream's last report
         if last:
             self.counts = {**last, "cursors": {**self.counts["cursors"], **last.get("cursors", {})}}
-        self.writer = KafkaWriter(settings.task, Producer(producer_config(settings.task)))
+        self.writer = KafkaWriter(settings.task, Producer(source_producer_config(settings.task.kafka_client_config)))
         self.dropped_before = int(self.counts.get("dropped", 0))
 
     def run(self) -> None:

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException
 from connectors.arrow_rows import rows_batch
 from connectors.errors import BatchError
 from connectors.kafka_connect.errors import ConversionError
-from connectors.kafka.connection import kept_producer, refused_for_good
+from connectors.kafka.connection import kept_client, refused_for_good, source_producer_config
 from connectors.kafka.transactions import PositionsTopic
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
@@ -41,13 +41,6 @@ class LiteSourceTask:
     kafka_client_config: dict[str, str]
     kafka_partition_count: int
     positions: PositionsTopic | None = None  # exactly.once.support=required: where the transactions record positions
-
-
-def producer_config(task: LiteSourceTask) -> dict:
-    from connectors.kafka.connection import client_logger
-
-    return {**task.kafka_client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger()}
 
 
 class KafkaWriter:
@@ -128,7 +121,7 @@ def write_batch(converter: PubSubLiteSourceConverter, writer: KafkaWriter, lite_
 
 def read_and_deliver(task: LiteSourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     ranges = [row for batch in batches for row in batch.to_pylist()]
-    with kept_producer(producer_config(task)) as producer:  # kept for this Python worker's next task
+    with kept_client(source_producer_config(task.kafka_client_config)) as producer:  # kept for this Python worker's next task
         writer = KafkaWriter(task, producer)
 
         async def move_all() -> list[dict]:

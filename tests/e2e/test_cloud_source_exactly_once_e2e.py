@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -87,3 +88,29 @@ def test_streaming_pull_is_refused_under_exactly_once(tmp_path, unique):
                                         {**EXACTLY_ONCE, "cps.streamingPull.enabled": "true"})
     with pytest.raises(ValueError, match="exactly.once.support=required works with unary pulls only"):
         load_bridges(bridges)
+
+
+@pytest.mark.parametrize("tolerance", ["none", "all"])
+def test_a_record_kafka_refuses_aborts_the_transaction_and_nothing_is_acked(stack, spark, tmp_path, unique,
+                                                                             tolerance):
+    """Under a transaction a record refused after it was sent cannot be skipped alone, errors.tolerance=all or not:
+    the run fails naming the message, nothing of the transaction is visible, and every message comes again."""
+    name, kafka_topic = f"eos_refused_{tolerance}_{unique}", f"eos-refused-{tolerance}-{unique}"
+    kafka_admin().create_topic(kafka_topic, partitions=1, config={"max.message.bytes": "2000"})
+    subscription = create_pubsub_topic(f"eos-refused-{tolerance}-{unique}")
+    publish_pubsub_messages(f"eos-refused-{tolerance}-{unique}",
+                            [(f"m{i}".encode(), {}) for i in range(20)] + [(b"x" * 5000, {})])
+    defs = build_definitions(cloud_source_bridges_file(
+        tmp_path, name, subscription, kafka_topic, {**EXACTLY_ONCE, "errors.tolerance": tolerance},
+        {"parallelism": 1}))
+
+    # The broker refuses the whole produce request the large record is in: the error names the largest first.
+    with pytest.raises(Exception, match=r"did not accept \d+ records: message \S+ \(5000 bytes\): Broker: Message size"):
+        materialize_bridge(defs, name)
+    assert read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 1, 1) == []
+    # Nothing was acked: every message comes again once its ack deadline (the subscription's 10 s) has passed.
+    again, deadline = [], time.monotonic() + 60
+    while len(again) < 21 and time.monotonic() < deadline:
+        time.sleep(1)
+        again += drain(subscription)
+    assert sorted(m.data for m in again) == sorted([f"m{i}".encode() for i in range(20)] + [b"x" * 5000])
