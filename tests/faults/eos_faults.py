@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from tests.e2e.helpers import kafka_admin, read_committed
+
 
 def python_workers(stack) -> list[int]:
     """The warm engine's Python worker processes (its daemons and the workers they forked): descendants of this
@@ -99,3 +101,15 @@ def inflict_faults(stack, command: list[str], env: dict[str, str], logs: Path, r
         if done():
             return
         subprocess.run(command, env=env, capture_output=True, timeout=300)
+
+
+def written_to(topic: str) -> int:
+    """Records in a topic of the stack's Kafka, committed or not (a transaction's records count as soon as they are
+    written)."""
+    admin = kafka_admin()
+    return sum(admin.end_offsets(admin.partitions([topic]))[topic].values())
+
+
+def committed_values(topic: str, partitions: int) -> list[str]:
+    """The values a read_committed consumer of the stack's Kafka sees in `topic`, in each partition's order."""
+    return [m.value().decode() for m in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], topic, partitions, 3)]

@@ -7,7 +7,6 @@ and messages a killed run held come back later than the rest."""
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import time
@@ -15,24 +14,14 @@ import time
 import pytest
 
 from tests.e2e.helpers import (
-    cli_run, cloud_source_bridges_file, create_pubsub_topic, kafka_admin, publish_pubsub_messages, read_committed,
+    cli_run, cloud_source_bridges_file, create_pubsub_topic, kafka_admin, publish_pubsub_messages,
 )
-from tests.faults.eos_faults import inflict_faults
+from tests.faults.eos_faults import committed_values, inflict_faults, written_to
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 MESSAGES, PARTITIONS = 20_000, 3
 # Messages a killed run had pulled come back when their ack deadline (the bridge leases them for 30 s) has passed.
 SETTLE_S = 180
-
-
-def _written(topic: str) -> int:
-    """Records in the topic, committed or not (a transaction's records count as soon as they are written)."""
-    admin = kafka_admin()
-    return sum(admin.end_offsets(admin.partitions([topic]))[topic].values())
-
-
-def _values(topic: str) -> list[str]:
-    return [m.value().decode() for m in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], topic, PARTITIONS, 3)]
 
 
 @pytest.mark.parametrize("support", ["required", "requested"])
@@ -53,15 +42,15 @@ def test_the_cloud_source_through_kills_a_worker_kill_a_broker_restart_and_two_r
     started = time.monotonic()
 
     def done() -> bool:
-        return len(set(_values(kafka_topic))) >= MESSAGES
+        return len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES
 
-    inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written(kafka_topic), "kafka",
+    inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
                    kill_within_s=1.0, done=done)
     settle_until = time.monotonic() + SETTLE_S
     while not done() and time.monotonic() < settle_until:
         time.sleep(5)
         subprocess.run(command, env=env, capture_output=True, timeout=300)
-    values = _values(kafka_topic)
+    values = committed_values(kafka_topic, PARTITIONS)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
                              "the broker restarted, two runs at once (warm engine)", "CloudPubSubSource",
                              set(produced), values, time.monotonic() - started)

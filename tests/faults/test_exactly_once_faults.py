@@ -6,28 +6,17 @@ the default (requested) the same faults show the copies at-least-once allows."""
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
 import pytest
 
-from tests.e2e.helpers import cli_run, kafka_admin, read_committed
+from tests.e2e.helpers import cli_run, kafka_admin
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_whole_lite_topic
-from tests.faults.eos_faults import inflict_faults
+from tests.faults.eos_faults import committed_values, inflict_faults, written_to
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 MESSAGES, KEYS, PARTITIONS = 20_000, 60, 3
-
-
-def _written(topic: str) -> int:
-    """Records in the topic, committed or not (a transaction's records count as soon as they are written)."""
-    admin = kafka_admin()
-    return sum(admin.end_offsets(admin.partitions([topic]))[topic].values())
-
-
-def _values(topic: str) -> list[str]:
-    return [m.value().decode() for m in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], topic, PARTITIONS, 3)]
 
 
 @pytest.mark.parametrize("support", ["required", "requested"])
@@ -52,9 +41,9 @@ def test_the_lite_source_through_kills_a_worker_kill_a_broker_restart_and_two_ru
     command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     started = time.monotonic()
 
-    inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written(kafka_topic), "kafka",
-                   kill_within_s=1.0, done=lambda: len(set(_values(kafka_topic))) >= MESSAGES)
-    values = _values(kafka_topic)
+    inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
+                   kill_within_s=1.0, done=lambda: len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES)
+    values = committed_values(kafka_topic, PARTITIONS)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
                              "the broker restarted, two runs at once (warm engine)", "PubSubLiteSource",
                              set(produced), values, time.monotonic() - started)
