@@ -21,6 +21,7 @@ rarely, deliver a message twice at once or again after an ack, and those copies 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,7 +37,7 @@ from connectors.cloud_pubsub_source.write import (
 )
 from connectors.errors import BatchError
 from connectors.kafka.admin import retry_transient
-from connectors.kafka.connection import client_logger, source_producer_config
+from connectors.kafka.connection import client_logger, kept_client, source_producer_config
 from connectors.kafka.transactions import READ_TIMEOUT_S, PositionsTopic, commit, holding_slot
 
 # Long enough for a large slice in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
@@ -69,26 +70,34 @@ class LeasesLapsed(BatchError):
 
 class CommittedView:
     """Every slot's last committed record (id -> slot for the pending ids, and every released id), read once the
-    task holds its slot and followed as other slots commit."""
+    task holds its slot and followed as other slots commit, with a consumer of this process kept for the next task
+    (`opened`)."""
 
-    def __init__(self, positions: PositionsTopic, keys: dict[str, int]):
-        from confluent_kafka import Consumer, TopicPartition
+    def __init__(self, positions: PositionsTopic, keys: dict[str, int], consumer):
+        from confluent_kafka import TopicPartition
 
-        self._consumer = Consumer({**positions.client_config, "group.id": f"{positions.name}.follower",
-                                   "enable.auto.commit": False, "isolation.level": "read_committed",
-                                   "fetch.wait.max.ms": 10, "log_level": 3, "logger": client_logger()})
-        try:
-            # Followed from where the last records were read up to: records committed in between are read twice,
-            # in order, which ends on the same last record.
-            ends = {slot: retry_transient(self._consumer.get_watermark_offsets)(
-                TopicPartition(positions.name, slot), timeout=READ_TIMEOUT_S)[1] for slot in set(keys.values())}
-            self.records: dict[str, dict] = positions.latest_by_key(keys)
-            self._consumer.assign([TopicPartition(positions.name, slot, end) for slot, end in ends.items()])
-        except BaseException:
-            self._consumer.close()
-            raise
+        self._consumer = consumer
+        # Followed from where the last records were read up to: records committed in between are read twice, in
+        # order, which ends on the same last record.
+        ends = {slot: retry_transient(consumer.get_watermark_offsets)(
+            TopicPartition(positions.name, slot), timeout=READ_TIMEOUT_S)[1] for slot in set(keys.values())}
+        self.records: dict[str, dict] = positions.latest_by_key(keys)
+        consumer.assign([TopicPartition(positions.name, slot, end) for slot, end in ends.items()])
         self._keys = {key.encode(): key for key in keys}
         self._index()
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened(cls, positions: PositionsTopic, keys: dict[str, int]) -> Iterator["CommittedView"]:
+        from confluent_kafka import Consumer
+
+        with kept_client({**positions.client_config, "group.id": f"{positions.name}.follower",
+                          "enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 10,
+                          "log_level": 3, "logger": client_logger()}, make=Consumer) as consumer:
+            try:
+                yield cls(positions, keys, consumer)
+            finally:
+                consumer.unassign()
 
     def follow(self) -> None:
         """Takes in what the other slots committed since (what the consumer already fetched: it does not wait)."""
@@ -105,9 +114,6 @@ class CommittedView:
     def _index(self) -> None:
         self.pending = {mid: key for key, record in self.records.items() for mid in record.get("pending", {})}
         self.released = {mid for record in self.records.values() for mid in record.get("released", {})}
-
-    def close(self) -> None:
-        self._consumer.close()
 
 
 @dataclass
@@ -212,8 +218,9 @@ def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: 
     source, cfg, positions = task.source, task.source.config, task.positions
     key, what = position_key(cfg, slot), f"pull slot {slot} of {path}"
     keys = {position_key(cfg, s): s for s in range(task.slots_in_topic)}
-    with holding_slot(source_producer_config(source.kafka_client_config), positions, slot, key, TRANSACTION_TIMEOUT_MS) as producer:
-        view = CommittedView(positions, keys)  # only now, holding the slot, is its own last record final
+    config = source_producer_config(source.kafka_client_config)
+    with holding_slot(config, positions, slot, key, TRANSACTION_TIMEOUT_MS) as producer, \
+            CommittedView.opened(positions, keys) as view:  # only now, holding the slot, is its last record final
         leases, acks = Leases(subscriber, path, ack_deadline_s), Acks(subscriber, path)
         try:
             state = SlotState(pending=dict(view.records.get(key, {}).get("pending", {})),
@@ -229,7 +236,6 @@ def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: 
             raise
         finally:
             acks.close()
-            view.close()
     return summary_rows(delivery, recognized)
 
 

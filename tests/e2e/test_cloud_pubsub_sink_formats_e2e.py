@@ -130,7 +130,8 @@ def test_the_source_decodes_messages_of_a_schema_topic_into_structs_the_avro_con
     from fastavro import json_writer
 
     from tests.e2e.registry_records import record_values, registry
-    from tests.e2e.test_cloud_pubsub_source_e2e import _consume_all, _publish
+    from tests.e2e.helpers import publish_pubsub_messages
+    from tests.e2e.test_cloud_pubsub_source_e2e import _consume_all
 
     topic, kafka_topic, name = f"srcs-{encoding.name.lower()}-{unique}", f"srcs-{unique}", f"srcs_{unique}"
     kafka_admin().create_topic(kafka_topic, partitions=1)
@@ -146,7 +147,7 @@ def test_the_source_decodes_messages_of_a_schema_topic_into_structs_the_avro_con
             schemaless_writer(out, parsed, record_values(i))
             messages.append((out.getvalue(), {"source": "shop"}))
     messages.append((b"garbage", {"source": "shop"}))
-    _publish(topic, messages)
+    publish_pubsub_messages(topic, messages)
     config = {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1], "kafka.topic": kafka_topic,
               "messageFormat": "topic-schema", "errors.tolerance": "all", **_registry_keys("avro")}
     (tmp_path / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [

@@ -105,7 +105,7 @@ def test_a_record_kafka_refuses_aborts_the_transaction_and_nothing_is_acked(stac
         {"parallelism": 1}))
 
     # The broker refuses the whole produce request the large record is in: the error names the largest first.
-    with pytest.raises(Exception, match=r"did not accept \d+ records: message \S+ \(5000 bytes\): Broker: Message size"):
+    with pytest.raises(Exception, match=r"did not accept \d+ records: message \S+ \(5000 bytes\): Broker: Message"):
         materialize_bridge(defs, name)
     assert read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 1, 1) == []
     # Nothing was acked: every message comes again once its ack deadline (the subscription's 10 s) has passed.
