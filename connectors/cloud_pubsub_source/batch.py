@@ -14,7 +14,7 @@ from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.exactly_once import ExactlyOnceTask, pull_and_deliver_in_transactions
 from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask, pull_and_deliver
 from connectors.bridge import BatchSettings
-from connectors.kafka.admin import KafkaAdmin, retry_transient
+from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.transactions import PositionsTopic
 
 
@@ -64,8 +64,8 @@ def run_source_batch(
     deliver = functools.partial(pull_and_deliver, task)
     if config.exactly_once:
         positions = PositionsTopic(config.positions_topic_name(bridge_name), kafka.connection.librdkafka_config())
-        positions.ensure(kafka, tasks)  # a partition per pull slot; one left from more slots before is still read
-        slots_in_topic = len(retry_transient(kafka.partitions)([positions.name])[positions.name])
+        # A partition per pull slot; the records of slots beyond `tasks` (from a run with more) are still read.
+        slots_in_topic = positions.ensure(kafka, tasks)
         deliver = functools.partial(pull_and_deliver_in_transactions, ExactlyOnceTask(task, positions, slots_in_topic))
     slots = spark.range(0, tasks, 1, tasks).selectExpr("CAST(id AS INT) AS slot")
     rows = slots.mapInArrow(deliver, SUMMARY_SCHEMA).collect()

@@ -39,11 +39,13 @@ class PositionsTopic:
     name: str
     client_config: dict[str, str]
 
-    def ensure(self, admin: KafkaAdmin, slots: int) -> None:
-        """Creates the topic with a partition per slot, or adds the partitions it lacks."""
+    def ensure(self, admin: KafkaAdmin, slots: int) -> int:
+        """Creates the topic with a partition per slot, or adds the partitions it lacks; returns how many it has (more
+        than `slots` when the bridge once ran with more)."""
         if admin.create_topic(self.name, slots, {"cleanup.policy": "compact"}):
-            return
+            return slots  # the metadata may not show a topic made moments ago yet
         admin.ensure_partitions(self.name, slots)
+        return max(slots, len(admin.partitions([self.name]).get(self.name, ())))
 
     def ensure_hashed(self, admin: KafkaAdmin, partitions: int) -> int:
         """For slots placed by `slot_of`: creates the topic with `partitions` when it is missing, and returns how

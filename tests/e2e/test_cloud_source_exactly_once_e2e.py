@@ -83,13 +83,6 @@ def test_records_commit_before_their_acks_and_a_message_given_again_is_recognize
     assert records[1]["pending"] == {} and records[0]["released"] == {}, records
 
 
-def test_streaming_pull_is_refused_under_exactly_once(tmp_path, unique):
-    bridges = cloud_source_bridges_file(tmp_path, "eos_stream", "projects/p/subscriptions/s", "t",
-                                        {**EXACTLY_ONCE, "cps.streamingPull.enabled": "true"})
-    with pytest.raises(ValueError, match="exactly.once.support=required works with unary pulls only"):
-        load_bridges(bridges)
-
-
 @pytest.mark.parametrize("tolerance", ["none", "all"])
 def test_a_record_kafka_refuses_aborts_the_transaction_and_nothing_is_acked(stack, spark, tmp_path, unique,
                                                                              tolerance):

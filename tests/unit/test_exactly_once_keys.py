@@ -40,3 +40,43 @@ def test_exactly_once_is_refused_where_it_is_not_built(tmp_path):
     with pytest.raises(BridgeConfigError, match="has it in batch so far, not in mode continuous"):
         load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, mode="continuous"))
     assert load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}))[0].config.exactly_once
+
+
+class _Admin:
+    """What PositionsTopic.ensure asks of the admin: a cluster whose metadata may not show a topic made moments ago."""
+
+    def __init__(self, existing: dict[str, int], shown: bool = True):
+        self.existing, self.shown = dict(existing), shown
+
+    def create_topic(self, name: str, partitions: int, config: dict) -> bool:
+        if name in self.existing:
+            return False
+        self.existing[name] = partitions
+        return True
+
+    def ensure_partitions(self, name: str, partitions: int) -> None:
+        self.existing[name] = max(self.existing[name], partitions)
+
+    def partitions(self, names: list[str]) -> dict[str, list[int]]:
+        return {n: list(range(self.existing[n])) for n in names if n in self.existing and self.shown}
+
+
+def test_the_positions_topic_says_how_many_slots_it_holds_even_before_its_metadata_shows_it():
+    from connectors.kafka.transactions import PositionsTopic
+
+    topic = PositionsTopic("bridge-offsets.b", {})
+    # Just made: the count asked for, whatever the metadata shows yet (a clean-clone run once failed on that).
+    assert topic.ensure(_Admin({}, shown=False), 2) == 2
+    # Made before by a run with more slots: their records still count.
+    assert topic.ensure(_Admin({"bridge-offsets.b": 4}), 2) == 4
+    # Made before with fewer: grown to the slots asked for.
+    assert topic.ensure(_Admin({"bridge-offsets.b": 1}), 3) == 3
+
+
+def test_the_cloud_source_refuses_streaming_pull_under_exactly_once():
+    from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+
+    keys = {"cps.project": "p", "cps.subscription": "s", "kafka.topic": "t", "exactly.once.support": "required"}
+    assert CloudPubSubSourceConfig.model_validate(keys).exactly_once
+    with pytest.raises(ValueError, match="exactly.once.support=required works with unary pulls only"):
+        CloudPubSubSourceConfig.model_validate({**keys, "cps.streamingPull.enabled": "true"})
