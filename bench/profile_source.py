@@ -51,8 +51,8 @@ def _task_body(task, admin, name: str):
     if not task.config.exactly_once:
         return functools.partial(pull_and_deliver, task)
     positions = PositionsTopic(task.config.positions_topic_name(name), admin.connection.librdkafka_config())
-    positions.ensure(admin, 2)
-    return functools.partial(pull_and_deliver_in_transactions, ExactlyOnceTask(task, positions, 2))
+    return functools.partial(pull_and_deliver_in_transactions,
+                             ExactlyOnceTask(task, positions, positions.ensure(admin, 2)))
 
 
 def main() -> None:

@@ -36,9 +36,8 @@ from connectors.cloud_pubsub_source.write import (
     received_messages, summary_rows,
 )
 from connectors.errors import BatchError
-from connectors.kafka.admin import retry_transient
-from connectors.kafka.connection import client_logger, kept_client, source_producer_config
-from connectors.kafka.transactions import READ_TIMEOUT_S, PositionsTopic, commit, holding_slot
+from connectors.kafka.connection import source_producer_config
+from connectors.kafka.transactions import PositionsTopic, commit, holding_slot
 
 # Long enough for a large slice in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
 # open transaction is aborted sooner, when the next run's producer of its slot starts.
@@ -70,18 +69,14 @@ class LeasesLapsed(BatchError):
 
 class CommittedView:
     """Every slot's last committed record (id -> slot for the pending ids, and every released id), read once the
-    task holds its slot and followed as other slots commit, with a consumer of this process kept for the next task
-    (`opened`)."""
+    task holds its slot and followed as other slots commit (`opened`: with the positions topic's kept reader)."""
 
     def __init__(self, positions: PositionsTopic, keys: dict[str, int], consumer):
         from confluent_kafka import TopicPartition
 
         self._consumer = consumer
-        # Followed from where the last records were read up to: records committed in between are read twice, in
-        # order, which ends on the same last record.
-        ends = {slot: retry_transient(consumer.get_watermark_offsets)(
-            TopicPartition(positions.name, slot), timeout=READ_TIMEOUT_S)[1] for slot in set(keys.values())}
-        self.records: dict[str, dict] = positions.latest_by_key(keys)
+        self.records, ends = positions.latest_read(consumer, keys)
+        # Followed from where the last records were read up to.
         consumer.assign([TopicPartition(positions.name, slot, end) for slot, end in ends.items()])
         self._keys = {key.encode(): key for key in keys}
         self._index()
@@ -89,15 +84,8 @@ class CommittedView:
     @classmethod
     @contextlib.contextmanager
     def opened(cls, positions: PositionsTopic, keys: dict[str, int]) -> Iterator["CommittedView"]:
-        from confluent_kafka import Consumer
-
-        with kept_client({**positions.client_config, "group.id": f"{positions.name}.follower",
-                          "enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 10,
-                          "log_level": 3, "logger": client_logger()}, make=Consumer) as consumer:
-            try:
-                yield cls(positions, keys, consumer)
-            finally:
-                consumer.unassign()
+        with positions.reader() as consumer:
+            yield cls(positions, keys, consumer)
 
     def follow(self) -> None:
         """Takes in what the other slots committed since (what the consumer already fetched: it does not wait)."""

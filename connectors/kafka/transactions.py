@@ -64,23 +64,29 @@ class PositionsTopic:
         return {slot: found[key] for slot, key in keys.items() if key in found}
 
     def latest_by_key(self, keys: dict[str, int]) -> dict[str, dict]:
-        """The last committed position of each key (in the partition given), for the keys that have one; one
-        consumer reads the partitions' ends (read_committed, up to their last stable offsets), going further back
-        only where a key is not found."""
+        """The last committed position of each key (in the partition given), for the keys that have one."""
+        with self.reader() as consumer:
+            return self.latest_read(consumer, keys)[0]
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator:
+        """A read_committed consumer of the topic, kept for this process's next read (its connections up: a new
+        one's first offset lookup cost more than the rest of the read); unassigned when given back."""
         from confluent_kafka import Consumer
 
-        # fetch.wait.max.ms: a fetch at the end comes back at once instead of after the default 0.5 s. The consumer
-        # is kept for this process's next read (its connections up: a new one's first offset lookup cost more than
-        # the rest of the read).
+        # fetch.wait.max.ms: a fetch at the end comes back at once instead of after the default 0.5 s.
         with kept_client({**self.client_config, "group.id": f"{self.name}.reader", "enable.auto.commit": False,
                           "isolation.level": "read_committed", "fetch.wait.max.ms": 10, "log_level": 3,
                           "logger": client_logger()}, make=Consumer) as consumer:
             try:
-                return self._latest_by_key(consumer, keys)
+                yield consumer
             finally:
                 consumer.unassign()
 
-    def _latest_by_key(self, consumer, keys: dict[str, int]) -> dict[str, dict]:
+    def latest_read(self, consumer, keys: dict[str, int]) -> tuple[dict[str, dict], dict[int, int]]:
+        """(the last committed position of each key that has one, where each slot's partition was read up to): the
+        partitions' ends are read first (read_committed, up to their last stable offsets), going further back only
+        where a key is not found."""
         from confluent_kafka import TopicPartition
 
         # A positions topic made moments ago may not have its leaders yet: retried like the admin's calls. A
@@ -96,7 +102,7 @@ class PositionsTopic:
             found.update(_last_values(consumer, self.name, starts, {s: ends[s][1] for s in slots}, left))
             left = {key: slot for key, slot in left.items() if key not in found and starts[slot] > ends[slot][0]}
             window *= 16
-        return found
+        return found, {slot: end for slot, (_, end) in ends.items()}
 
     def record(self, producer, slot: int, key: str, value: dict) -> None:
         producer.produce(self.name, key=key.encode(), value=json.dumps(value).encode(), partition=slot)
