@@ -139,7 +139,7 @@ def _cloud_reader(spark, records: int, size: int) -> Reader:
 def _kafka_reader(spark, records: int, size: int) -> Reader:
     from bench.data import kafka_topic, produce, unique_name
     from connectors.bridge import BatchSettings
-    from connectors.kafka_sink.batch import run_replica_batch
+    from connectors.kafka_sink.plugin import run_replica_batch
     from connectors.kafka_sink.config import KafkaSinkConfig
 
     source = kafka_topic(unique_name("eos-repl"), PARTITIONS)

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 
-from bench.common import warm_engine
+from bench.common import run_sink_batch, warm_engine
 from bench.data import pubsub_topic, unique_name
 from bench.process_memory import PeakMemory
 from bench.throughput import CLOUD_SINK_SETTINGS
@@ -25,7 +25,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from connectors.cloud_pubsub.clients import PubSubConnection
-    from connectors.cloud_pubsub_sink.batch import run_sink_batch
+    from connectors.cloud_pubsub_sink.write import pubsub_writer
     from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
     from connectors.bridge import BatchSettings
     from connectors.kafka.admin import KafkaAdmin
@@ -39,8 +39,9 @@ def main() -> None:
     admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
     batch = BatchSettings(max_records=args.records, initial_offsets="earliest")
     with PeakMemory() as memory:
-        result = run_sink_batch(spark, "bench", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]),
-                                admin, {}, batch, unique_name("connect-bench"))
+        connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
+        result = run_sink_batch(spark, config, admin, batch, pubsub_writer(config, connection, 30),
+                                unique_name("connect-bench"))
     assert result.totals["published"] == args.records, result.totals
     print(json.dumps({"records": args.records, "seconds": round(result.duration_s, 2),
                       "peak_mb": round(memory.peak / 1e6),

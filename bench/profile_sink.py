@@ -1,6 +1,6 @@
 """Where a sink's executor time goes: cProfile of one task's work, outside Spark.
 
-Runs the same function a Spark task runs (publish_arrow_batches) over Arrow batches of N records
+Runs the same function a Spark task runs (the shared write_records over the sink's writer) over Arrow batches of N records
 against a fresh local stack's pstest or Lite server, and prints the functions with the most own time.
 Usage: python -m bench.profile_sink [--connector cloud|lite] [--records 20000] [--size 1024]
 """
@@ -33,24 +33,30 @@ def batches(count: int, size: int, per_batch: int = 2000):
 def cloud_sink_task(name: str, seed_defaults: bool):
     from connectors.cloud_pubsub.clients import PubSubConnection
     from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-    from connectors.cloud_pubsub_sink.write import SinkTask, publish_arrow_batches
+    from connectors.cloud_pubsub_sink.write import pubsub_writer
 
     pubsub_topic(name, subscribe=False)
     tuning = {} if seed_defaults else {"maxBufferSize": 1000, "maxDelayThresholdMs": 20}
     config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "bench", "cps.topic": name, **tuning})
-    task = SinkTask("profile", config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]), {}, 30)
-    return functools.partial(publish_arrow_batches, task)
+    return _task(config, pubsub_writer(config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]), 30))
 
 
 def lite_sink_task(name: str):
     from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
-    from connectors.pubsublite_sink.write import LiteSinkTask, publish_arrow_batches
+    from connectors.pubsublite_sink.write import LiteTarget, LiteWriter
 
     topic, _ = lite_topic(name, 1)
     config = PubSubLiteSinkConfig.model_validate({"topics": "t", "pubsublite.project": "bench", "pubsublite.location":
                                                   str(topic.location), "pubsublite.topic": name})
-    return functools.partial(publish_arrow_batches, LiteSinkTask("profile", config, lite_connection(), {},
-                                                                 {str(config.topic_path()): 1}))
+    return _task(config, functools.partial(LiteWriter, LiteTarget(config, lite_connection(),
+                                                                  {str(config.topic_path()): 1})))
+
+
+def _task(config, open_writer):
+    """What a Spark task runs: the shared task body over the sink's writer (connectors/kafka/sink_writer.py)."""
+    from connectors.kafka.sink_writer import TallySettings, write_records
+
+    return functools.partial(write_records, TallySettings("profile", config, {}), open_writer)
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from bench.common import attached_stack, fresh_pubsub, warm_engine
+from bench.common import attached_stack, fresh_pubsub, run_sink_batch, warm_engine
 from bench.data import (
     kafka_topic, lite_connection, lite_topic, produce_avro, publish_pubsub, pubsub_topic, unique_name,
 )
@@ -150,7 +150,7 @@ def warm_up(spark, admin, records: int, only: frozenset[str] = frozenset()) -> l
 
 def _cloud_sink(measure, spark, admin, topic, size, batch):
     from connectors.cloud_pubsub.clients import PubSubConnection
-    from connectors.cloud_pubsub_sink.batch import run_sink_batch
+    from connectors.cloud_pubsub_sink.write import pubsub_writer
     from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 
     connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
@@ -163,7 +163,8 @@ def _cloud_sink(measure, spark, admin, topic, size, batch):
 
         def run():
             # A fresh group each run: a batch's delivered commits (BatchProgress) would start the next past them.
-            result = run_sink_batch(spark, "bench", config, connection, admin, {}, batch, unique_name("connect-bench"))
+            result = run_sink_batch(spark, config, admin, batch, pubsub_writer(config, connection, 30),
+                                    unique_name("connect-bench"))
             assert result.totals["published"] == batch.max_records, result.totals
             return result.totals["published"], result.duration_s
 
@@ -172,7 +173,7 @@ def _cloud_sink(measure, spark, admin, topic, size, batch):
 
 def _cloud_sink_avro(measure, spark, admin, size, batch):
     from connectors.cloud_pubsub.clients import PubSubConnection
-    from connectors.cloud_pubsub_sink.batch import run_sink_batch
+    from connectors.cloud_pubsub_sink.write import pubsub_writer
     from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 
     topic = kafka_topic(unique_name(f"bench-avro-{size}"), PARTITIONS)
@@ -185,7 +186,8 @@ def _cloud_sink_avro(measure, spark, admin, size, batch):
         "value.converter.schema.registry.url": os.environ["SCHEMA_REGISTRY_URL"]})
 
     def run():
-        result = run_sink_batch(spark, "bench", config, connection, admin, {}, batch, unique_name("connect-bench"))
+        result = run_sink_batch(spark, config, admin, batch, pubsub_writer(config, connection, 30),
+                                unique_name("connect-bench"))
         assert result.totals["published"] == batch.max_records, result.totals
         return result.totals["published"], result.duration_s
 
@@ -194,7 +196,7 @@ def _cloud_sink_avro(measure, spark, admin, size, batch):
 
 
 def _lite_sink(measure, spark, admin, topic, size, batch):
-    from connectors.pubsublite_sink.batch import run_lite_sink_batch
+    from connectors.pubsublite_sink.write import lite_writer
     from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 
     for label, keys in LITE_SINK_SETTINGS.items():
@@ -205,8 +207,8 @@ def _lite_sink(measure, spark, admin, topic, size, batch):
             "pubsublite.topic": name, **keys})
 
         def run():
-            result = run_lite_sink_batch(spark, "bench", config, lite_connection(), admin, {}, batch,
-                                         unique_name("connect-bench"))  # a fresh group: no delivered commits
+            result = run_sink_batch(spark, config, admin, batch, lite_writer(config, lite_connection(), admin, 30),
+                                    unique_name("connect-bench"))
             assert result.totals["published"] == batch.max_records, result.totals
             return result.totals["published"], result.duration_s
 

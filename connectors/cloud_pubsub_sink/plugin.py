@@ -8,29 +8,21 @@ from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import is_routed, route
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
+    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
 )
-from connectors.plugin import BatchReport, ConnectorPlugin, Systems
+from connectors.kafka.sink_plugin import KafkaSink
+from connectors.plugin import ConnectorPlugin, Systems
 
 
-def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
-    from connectors.cloud_pubsub_sink.batch import run_sink_batch
-
-    config = bridge.config
-    with systems.spark.batch_session(bridge.name) as spark:
-        return sink_report(run_sink_batch(spark, bridge.name, config, systems.pubsub.connection_for(config),
-                                          systems.kafka.admin(), position, bridge.batch, bridge.consumer_group))
-
-
-def _open_stream(systems: Systems, bridge: Bridge, position):
-    from connectors.cloud_pubsub_sink.batch import deliver_to_pubsub
-    from connectors.kafka.sink_stream import open_kafka_sink_stream
+def _writer(systems: Systems, bridge: Bridge, kafka):
+    from connectors.cloud_pubsub_sink.write import pubsub_writer
 
     config = bridge.config
-    deliver = deliver_to_pubsub(bridge.name, config, systems.pubsub.connection_for(config), systems.kafka.admin(),
-                                bridge.batch.outage_timeout_seconds)
-    # A round of records waits at most maxDelayThresholdMs for more, as the Java connector's publisher does.
-    return open_kafka_sink_stream(systems, bridge, position, deliver, config.delay_ms / 1000)
+    return pubsub_writer(config, systems.pubsub.connection_for(config), bridge.batch.outage_timeout_seconds)
+
+
+# A round of records waits at most maxDelayThresholdMs for more, as the Java connector's publisher does.
+SINK = KafkaSink(prepare=_writer, linger_s=lambda config: config.delay_ms / 1000)
 
 
 def _partition_order(config: CloudPubSubSinkConfig) -> str | None:
@@ -60,12 +52,12 @@ CONNECTOR = ConnectorPlugin(
     kinds=("kafka", "pubsub", "spark"),
     systems=("kafka", "pubsub", "spark"),
     route=_route,
-    run_batch=_run_batch,
+    run_batch=SINK.run_batch,
     position=KAFKA_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
     writes=_writes,
     partition_order=_partition_order,
     keys=SINK_KEYS,
-    open_stream=_open_stream,
+    open_stream=SINK.open_stream,
 )

@@ -1,5 +1,5 @@
 """What the Kafka-facing connector plugins declare alike: Kafka offsets as the position, the lag signal, the
-topics read and written, and the report of a Kafka sink's batch (Cloud Pub/Sub and Lite sinks)."""
+topics read and written, and the report of a Kafka sink's batch (sink_plugin.KafkaSink's and the streams')."""
 
 from __future__ import annotations
 
@@ -111,3 +111,4 @@ def sink_report(result: SinkBatchResult) -> BatchReport:
             f"{result.plan.lag_after()} left for the next batch")
     return BatchReport(t["published"], result.next_offsets, values, _SINK_COUNTERS, line, tuple(warnings),
                        result.duration_s)
+

@@ -29,9 +29,6 @@ if TYPE_CHECKING:
 
     from connectors.bridge import Bridge
 
-# How long a round waits for more records after its first, for a connector whose client has no linger of its own.
-DEFAULT_LINGER_S = 0.05
-
 
 class KafkaSinkStream(LeasedJob):
     """A running always-on Kafka sink; `progress()` is what its tasks committed since the last call."""
@@ -121,7 +118,7 @@ class KafkaSinkStream(LeasedJob):
 
 
 def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, deliver: Deliver,
-                           linger_s: float = DEFAULT_LINGER_S) -> KafkaSinkStream:
-    """A Kafka sink plugin's `open_stream`: its delivery, run always-on in the run's Spark session."""
+                           linger_s: float) -> KafkaSinkStream:
+    """A Kafka sink's always-on delivery, run in the run's Spark session (sink_plugin.KafkaSink.open_stream)."""
     with systems.spark.batch_session(bridge.name) as spark:
         return KafkaSinkStream(spark, systems.kafka.admin(), bridge, deliver, linger_s, position or {})

@@ -73,6 +73,14 @@ def replicated_groups(source: KafkaAdmin, include: str, exclude: str) -> list[st
             if any(p.fullmatch(group) for p in included) and not any(p.fullmatch(group) for p in excluded)]
 
 
+def target_ends(config, source: KafkaAdmin, target: KafkaAdmin) -> dict[str, dict[int, int]]:
+    """The target topics' end offsets, by source topic and partition (before and after a batch: its OffsetSyncs)."""
+    sources = source.partitions(config.topic_list() or None, config.topics_regex)
+    names = {config.target_topic(topic): topic for topic in sources}
+    ends = target.end_offsets(target.partitions(list(names)))
+    return {names[name]: parts for name, parts in ends.items()}
+
+
 def write_checkpoints(config, source: KafkaAdmin, target: KafkaAdmin, syncs: dict[tuple[str, int], OffsetSync]) -> int:
     """Translate and write the checkpoints of every replicated group; the number written."""
     from confluent_kafka import Consumer, Producer, TopicPartition

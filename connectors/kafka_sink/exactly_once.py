@@ -12,16 +12,19 @@ goes through errors.tolerance, and its dead letter (on the source cluster) is ou
 from __future__ import annotations
 
 import contextlib
-import itertools
+import dataclasses
+import functools
 import time
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.transactions import commit, holding_slot, slot_of
-from connectors.kafka_sink.write import ReplicaTask, Sends
+from connectors.kafka.sink_writer import OpenWriter, SinkWriter
+from connectors.kafka.transactions import PositionsTopic, commit, holding_slot, slot_of
+from connectors.kafka_sink.write import ReplicaTarget, Sends
+from connectors.outage import kafka_outages_named
 
 # Long enough for a large part in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
 # open transaction is aborted sooner, when the next run's producer of its slot starts.
@@ -35,52 +38,89 @@ def position_key(topic: str, partition: int) -> str:
     return f"{topic}/{partition}"
 
 
-def produce_in_transactions(task: ReplicaTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """write.produce_arrow_batches's counterpart under exactly once; a task's records are one source partition's."""
-    tally = SinkTally(task.bridge_name, task.config, task.dead_letter_client_config)
-    batches = (batch for batch in batches if batch.num_rows)
-    first = next(batches, None)
-    if first is not None:
-        topic, partition = first.column("topic")[0].as_py(), first.column("partition")[0].as_py()
-        _move(task, tally, topic, partition, itertools.chain([first], batches))
-    yield tally.summary()
+def with_transactions(target: ReplicaTarget, bridge_name: str, source: KafkaAdmin, target_admin: KafkaAdmin,
+                      recorded: Offsets) -> tuple[OpenWriter, Offsets]:
+    """Driver side: how a task opens its transactional writer, with the positions topic on the target (made when
+    missing), and the recorded offsets moved up to what the transactions committed: a run killed after its commit
+    left the metadata behind."""
+    config = target.config
+    positions = PositionsTopic(config.positions_topic_name(bridge_name), config.target_connection().librdkafka_config())
+    with kafka_outages_named(config.target_bootstrap_servers, f"reading the positions topic {positions.name}"):
+        partitions = positions.ensure_hashed(target_admin, POSITIONS_PARTITIONS)
+        sources = source.partitions(config.topic_list() or None, config.topics_regex)
+        keys = {position_key(t, p): (t, p) for t, ps in sources.items() for p in ps}
+        committed = positions.latest_by_key({key: slot_of(key, partitions) for key in keys})
+    moved = {t: dict(ps) for t, ps in recorded.items()}
+    for key, value in committed.items():
+        topic, partition = keys[key]
+        if value["next_offset"] > moved.get(topic, {}).get(partition, -1):
+            moved.setdefault(topic, {})[partition] = value["next_offset"]
+    target = dataclasses.replace(target, positions=positions, positions_partitions=partitions)
+    return functools.partial(TransactionalReplicaWriter, target), moved
 
 
-def _move(task: ReplicaTask, tally: SinkTally, topic: str, partition: int, batches: Iterator[pa.RecordBatch]) -> None:
-    cfg, positions = task.config, task.positions
-    key, what = position_key(topic, partition), f"{topic}-{partition}"
-    slot = slot_of(key, task.positions_partitions)
-    with holding_slot(task.producer_config(), positions, slot, key, TRANSACTION_TIMEOUT_MS, name=key) as producer:
+class TransactionalReplicaWriter(SinkWriter):
+    """ReplicaWriter's counterpart under exactly once; a task's records are one source partition's. The slot is
+    taken with the first records put."""
+
+    def __init__(self, target: ReplicaTarget, tally: SinkTally):
+        super().__init__(tally)
+        self.target = target
+        self._holding = contextlib.ExitStack()
+        self._producer = None
+        self._sends = Sends(target, in_transaction=True)
+        self._next_offset: int | None = None  # after the last record sent in the open transaction
+
+    def _take_slot(self, topic: str, partition: int) -> None:
+        positions = self.target.positions
+        self._key, self._what = position_key(topic, partition), f"{topic}-{partition}"
+        self._slot = slot_of(self._key, self.target.positions_partitions)
+        self._producer = self._holding.enter_context(holding_slot(
+            self.target.producer_config(), positions, self._slot, self._key, TRANSACTION_TIMEOUT_MS, name=self._key))
         # Only now, holding the slot, is its last committed offset final: no older producer can commit.
-        committed = positions.latest(slot, key)
-        after = committed["next_offset"] if committed else -1
-        interval_s = cfg.transaction_boundary_interval_ms / 1000 if cfg.transaction_boundary == "interval" else None
-        sends, next_offset, opened = Sends(task, in_transaction=True), None, time.monotonic()
-        for batch in batches:
-            batch = batch.filter(pc.greater_equal(batch.column("offset"), after))
-            if not batch.num_rows:
-                continue
-            sends.send(producer, TalliedBatch(batch, tally))
-            next_offset = batch.column("offset")[-1].as_py() + 1
-            if interval_s is not None and time.monotonic() - opened >= interval_s:
-                _commit(producer, sends, tally, positions, slot, key, next_offset, what)
-                producer.begin_transaction()
-                opened = time.monotonic()
-        if next_offset is None:  # everything was committed before: nothing to add
-            producer.abort_transaction()
+        committed = positions.latest(self._slot, self._key)
+        self._after = committed["next_offset"] if committed else -1
+        config = self.target.config
+        self._interval_s = (config.transaction_boundary_interval_ms / 1000
+                            if config.transaction_boundary == "interval" else None)
+        self._opened = time.monotonic()
+
+    def put(self, records: pa.RecordBatch) -> None:
+        if not records.num_rows:
             return
-        _commit(producer, sends, tally, positions, slot, key, next_offset, what)
+        if self._producer is None:
+            self._take_slot(records.column("topic")[0].as_py(), records.column("partition")[0].as_py())
+        records = records.filter(pc.greater_equal(records.column("offset"), self._after))
+        if not records.num_rows:
+            return
+        self._sends.send(self._producer, TalliedBatch(records, self.tally))
+        self._next_offset = records.column("offset")[-1].as_py() + 1
+        if self._interval_s is not None and time.monotonic() - self._opened >= self._interval_s:
+            self._commit()
+            self._producer.begin_transaction()
+            self._opened = time.monotonic()
 
+    def flush(self) -> None:
+        if self._producer is None:
+            return
+        if self._next_offset is None:  # everything was committed before: nothing to add
+            self._producer.abort_transaction()
+            return
+        self._commit()
 
-def _commit(producer, sends: Sends, tally: SinkTally, positions, slot: int, key: str, next_offset: int,
-            what: str) -> None:
-    """The part's records acknowledged, then the source offset after them written and the transaction committed;
-    a record the target refused aborts it (nothing of it becomes visible) and fails the task naming the record."""
-    try:
-        sends.settle(producer, tally)
-    except Exception:
-        with contextlib.suppress(Exception):  # a fenced producer cannot abort: its records are never visible
-            producer.abort_transaction()
-        raise
-    positions.record(producer, slot, key, {"next_offset": next_offset})
-    commit(producer, f"source partition {what}")
+    def _commit(self) -> None:
+        """The part's records acknowledged, then the source offset after them written and the transaction
+        committed; a record the target refused aborts it (nothing of it becomes visible) and fails the task naming
+        the record."""
+        try:
+            self._sends.settle(self._producer, self.tally)
+        except Exception:
+            with contextlib.suppress(Exception):  # a fenced producer cannot abort: its records are never visible
+                self._producer.abort_transaction()
+            raise
+        self.target.positions.record(self._producer, self._slot, self._key, {"next_offset": self._next_offset})
+        commit(self._producer, f"source partition {self._what}")
+        self._next_offset = None
+
+    def __exit__(self, *exc_info) -> bool | None:
+        return self._holding.__exit__(*exc_info)

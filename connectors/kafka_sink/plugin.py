@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from connectors.bridge import Bridge
 from connectors.endpoints import Endpoint
@@ -11,12 +14,57 @@ from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
 )
 from connectors.kafka_sink.config import KafkaSinkConfig
+from connectors.kafka.sink_plugin import sink_deliver
 from connectors.plugin import BatchReport, ConnectorPlugin, Systems
+
+if TYPE_CHECKING:  # Spark and the Kafka clients are imported by runs, not by the code location's load
+    from pyspark.sql import SparkSession
+
+    from connectors.bridge import BatchSettings
+    from connectors.kafka.admin import KafkaAdmin, Offsets
+    from connectors.kafka.sink_batch import SinkBatchResult
+
+
+@dataclass(frozen=True)
+class ReplicaBatchResult:
+    batch: SinkBatchResult
+    checkpoints: int  # written after the batch
+    checkpoint_problem: str | None = None  # why they were not: the records are replicated all the same
+
+
+def run_replica_batch(spark: SparkSession, bridge_name: str, config: KafkaSinkConfig, kafka: KafkaAdmin,
+                      recorded: Offsets, batch: BatchSettings, consumer_group: str) -> ReplicaBatchResult:
+    """The shared Kafka sink batch (sink_batch.py) with this sink's writer, between the target topics made ready and
+    the consumer-group checkpoints written."""
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.sink_batch import run_kafka_sink_batch
+    from connectors.kafka_sink.checkpoints import OffsetSync, target_ends, write_checkpoints
+    from connectors.kafka_sink.exactly_once import with_transactions
+    from connectors.kafka_sink.write import ReplicaWriter, prepare_targets
+
+    target = KafkaAdmin(config.target_connection())
+    replica = prepare_targets(config, kafka, target, batch.outage_timeout_seconds)
+    open_writer = functools.partial(ReplicaWriter, replica)
+    if config.exactly_once:
+        open_writer, recorded = with_transactions(replica, bridge_name, kafka, target, recorded)
+    before = target_ends(config, kafka, target) if config.checkpoints else {}
+    result = run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
+                                  sink_deliver(bridge_name, config, kafka, open_writer))
+    if not config.checkpoints or not result.plan.ranges:
+        return ReplicaBatchResult(result, 0)
+    # As MirrorMaker 2's checkpoint connector runs apart from its source connector, checkpoints that cannot
+    # be written fail nothing: the records are replicated and their offsets recorded; the next batch tries again.
+    try:
+        after = target_ends(config, kafka, target)
+        syncs = {(r.topic, r.partition): OffsetSync(r.start, r.end, before[r.topic][r.partition],
+                                                    after[r.topic][r.partition])
+                 for r in result.plan.ranges if r.partition in before.get(r.topic, {})}  # a topic new since
+        return ReplicaBatchResult(result, write_checkpoints(config, kafka, target, syncs))
+    except Exception as exc:  # noqa: BLE001 - any failure here is reported the same way
+        return ReplicaBatchResult(result, 0, f"consumer-group checkpoints not written: {type(exc).__name__}: {exc}")
 
 
 def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
-    from connectors.kafka_sink.batch import run_replica_batch
-
     with systems.spark.batch_session(bridge.name) as spark:
         result = run_replica_batch(spark, bridge.name, bridge.config, systems.kafka.admin(), position, bridge.batch,
                                    bridge.consumer_group)

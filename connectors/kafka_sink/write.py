@@ -1,31 +1,35 @@
 """Executor side of the Kafka -> Kafka sink: one Spark partition's records produced to the target cluster with
 their key, value, headers, timestamp and (by default) partition, by an idempotent producer (acks=all, no
-duplicates or reordering from its own retries). Counts are yielded only after the target acknowledged every
-record, so the driver records offsets only for replicated data."""
+duplicates or reordering from its own retries). The writer (sink_writer.SinkWriter) flushes only once the
+target acknowledged every record, so the driver records offsets only for replicated data. Before a batch, the
+driver makes the target topics ready (prepare_targets)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 
 from connectors.errors import BatchError
+from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import client_logger, kept_client, refused_for_good
+from connectors.kafka.dead_letter import HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
+from connectors.kafka.sink_writer import SinkWriter
 from connectors.kafka.transactions import PositionsTopic
 from connectors.kafka_sink.config import KafkaSinkConfig
-from connectors.outage import Unreachable
+from connectors.outage import Unreachable, kafka_outages_named
 
 NO_TIMESTAMP = -1  # Spark's timestampType for a record without one
 
 
 @dataclass(frozen=True)
-class ReplicaTask:
-    bridge_name: str
+class ReplicaTarget:
+    """What the driver hands each task (prepare_targets made the topics ready)."""
+
     config: KafkaSinkConfig
-    dead_letter_client_config: dict[str, str]
     max_message_bytes: int  # the largest record a source topic may hold, and its headers
     outage_timeout_s: float
     # exactly.once.support=required: the positions topic on the target, and how many partitions its slots share
@@ -44,7 +48,7 @@ class Sends:
     errors.tolerance) or failed (the target's fault: the task fails). In a transaction a record refused after it
     was sent fails the task too: the transaction must then abort, and no record of it can be skipped alone."""
 
-    def __init__(self, task: ReplicaTask, in_transaction: bool = False):
+    def __init__(self, task: ReplicaTarget, in_transaction: bool = False):
         self.task, self.in_transaction = task, in_transaction
         self.refused: list[tuple[TalliedBatch, int, object]] = []
         self.failed: list[tuple[TalliedBatch, int, object]] = []
@@ -110,13 +114,51 @@ class Sends:
         tally.flush_dead_letters()
 
 
-def produce_arrow_batches(task: ReplicaTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    cfg = task.config
-    tally = SinkTally(task.bridge_name, cfg, task.dead_letter_client_config)
-    config = {**task.producer_config(), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
-    with kept_client(config) as producer:  # kept for this Python worker's next task
-        sends = Sends(task)
-        for batch in batches:
-            sends.send(producer, TalliedBatch(batch, tally))
-        sends.settle(producer, tally)
-    yield tally.summary()
+class ReplicaWriter(SinkWriter):
+    """A task's records through this process's kept idempotent producer."""
+
+    def __init__(self, target: ReplicaTarget, tally: SinkTally):
+        super().__init__(tally)
+        config = {**target.producer_config(), "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+        self._kept = kept_client(config)  # kept for this Python worker's next task, unless this one fails
+        self._producer = self._kept.__enter__()
+        self._sends = Sends(target)
+
+    def put(self, records: pa.RecordBatch) -> None:
+        self._sends.send(self._producer, TalliedBatch(records, self.tally))
+
+    def flush(self) -> None:
+        self._sends.settle(self._producer, self.tally)
+
+    def __exit__(self, *exc_info) -> bool | None:
+        return self._kept.__exit__(*exc_info)
+
+
+def prepare_targets(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin,
+                    outage_timeout_s: float) -> ReplicaTarget:
+    """Driver side: each source topic's target exists with enough partitions (created like its source when
+    allowed), and the producers are sized for the largest record any of them may carry."""
+    largest = _make_topics(config, source, target)
+    return ReplicaTarget(config, min(largest + HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES), outage_timeout_s)
+
+
+def _make_topics(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin) -> int:
+    sources = source.partitions(config.topic_list() or None, config.topics_regex)
+    if not sources:
+        return 1_048_588
+    limits = source.topic_max_message_bytes(list(sources))
+    wanted = {config.target_topic(topic): topic for topic in sources}
+    with kafka_outages_named(config.target_bootstrap_servers, "looking up the target topics"):
+        existing = target.partitions(None, "|".join(re.escape(name) for name in wanted))
+        for name, topic in wanted.items():
+            count = len(sources[topic])
+            if name not in existing:
+                if not config.target_topic_create:
+                    raise BatchError(f"target topic {name} does not exist on {config.target_bootstrap_servers} "
+                                     "(target.topic.create=false)")
+                target.create_topic(name, count, {"max.message.bytes": str(limits[topic])},
+                                    config.target_topic_replication_factor)
+            elif config.target_partition == "same" and len(existing[name]) < max(sources[topic]) + 1:
+                raise BatchError(f"target topic {name} has {len(existing[name])} partitions, source topic {topic} "
+                                 f"has {count}: target.partition=same needs as many (or target.partition=key)")
+    return max(limits.values())

@@ -6,26 +6,20 @@ from connectors.bridge import Bridge
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
+    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
 )
 from connectors.kinesis_sink.config import KinesisSinkConfig
-from connectors.plugin import BatchReport, ConnectorPlugin, Systems
+from connectors.kafka.sink_plugin import KafkaSink
+from connectors.plugin import ConnectorPlugin, Systems
 
 
-def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
-    from connectors.kinesis_sink.batch import run_kinesis_sink_batch
+def _writer(systems: Systems, bridge: Bridge, kafka):
+    from connectors.kinesis_sink.write import kinesis_writer
 
-    with systems.spark.batch_session(bridge.name) as spark:
-        return sink_report(run_kinesis_sink_batch(spark, bridge.name, bridge.config, systems.kafka.admin(), position,
-                                                  bridge.batch, bridge.consumer_group))
+    return kinesis_writer(bridge.config, kafka)
 
 
-def _open_stream(systems: Systems, bridge: Bridge, position):
-    from connectors.kafka.sink_stream import open_kafka_sink_stream
-    from connectors.kinesis_sink.batch import deliver_to_kinesis
-
-    return open_kafka_sink_stream(systems, bridge, position,
-                                  deliver_to_kinesis(bridge.name, bridge.config, systems.kafka.admin()))
+SINK = KafkaSink(prepare=_writer)
 
 
 def _stream(bridge: Bridge) -> tuple[Endpoint, ...]:
@@ -43,11 +37,11 @@ CONNECTOR = ConnectorPlugin(
     systems=("kafka", "spark"),
     route=lambda bridge: (f"Kafka {kafka_source_label(bridge.config)} -> Kinesis stream "
                           f"{bridge.config.stream_name} ({bridge.config.region})"),
-    run_batch=_run_batch,
+    run_batch=SINK.run_batch,
     position=KAFKA_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
     writes=_stream,
     keys=SINK_KEYS,
-    open_stream=_open_stream,
+    open_stream=SINK.open_stream,
 )

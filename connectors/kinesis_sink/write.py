@@ -1,14 +1,15 @@
 """Executor side of the Kinesis sink: one Spark partition's records into PutRecords requests within the service
 limits; records Kinesis refuses for a while are sent again with backoff; a record too large for Kinesis goes
-through errors.tolerance. It yields its counts only after every record was accepted, so the driver records
-offsets only for delivered data."""
+through errors.tolerance. The writer (sink_writer.SinkWriter) flushes only once every record was accepted, so the
+driver records offsets only for delivered data. The driver checks the streams first (kinesis_writer)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 from google.api_core.retry import exponential_sleep_generator
@@ -16,7 +17,12 @@ from google.api_core.retry import exponential_sleep_generator
 from connectors.errors import BatchError
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
+from connectors.kafka.sink_writer import OpenWriter, SinkWriter
 from connectors.kinesis_sink.config import MAX_BYTES_PER_RECORD, KinesisSinkConfig
+from connectors.outage import Unreachable
+
+if TYPE_CHECKING:
+    from connectors.kafka.admin import KafkaAdmin
 
 # Whole-request errors worth another try (the others, such as a stream that does not exist, fail the task).
 RETRIED_REQUEST_ERRORS = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException",
@@ -120,13 +126,6 @@ class KinesisPutter:
         return failed
 
 
-@dataclass(frozen=True)
-class KinesisTask:
-    bridge_name: str
-    config: KinesisSinkConfig
-    kafka_client_config: dict[str, str]
-
-
 def kinesis_client(config: KinesisSinkConfig):
     """Made inside the Spark task: boto3 clients cannot be pickled."""
     import boto3
@@ -184,49 +183,77 @@ def shard_hash_keys(client, stream: str) -> list[str]:
             return sorted(keys, key=int)
 
 
-def put_arrow_batches(task: KinesisTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    cfg = task.config
-    tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
-    client = kept_kinesis_client(cfg)
+def check_stream(config: KinesisSinkConfig, stream: str) -> None:
+    """Driver side: a stream that does not exist or is not ACTIVE fails the run before anything is read, in one line."""
+    from botocore.exceptions import BotoCoreError, ClientError
 
-    def delivered(origin) -> None:
+    try:
+        summary = kinesis_client(config).describe_stream_summary(StreamName=stream)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise BatchError(f"Kinesis stream {stream} ({config.region}): {error.get('Code')}: "
+                         f"{error.get('Message')}") from None
+    except BotoCoreError as exc:
+        raise Unreachable(f"Kinesis at {config.endpoint or config.region}: {exc}") from None
+    status = summary["StreamDescriptionSummary"]["StreamStatus"]
+    if status not in ("ACTIVE", "UPDATING"):
+        raise BatchError(f"Kinesis stream {stream} is {status}, not ACTIVE")
+
+
+def kinesis_writer(config: KinesisSinkConfig, kafka: KafkaAdmin) -> OpenWriter:
+    """Driver side: the bridge's Kinesis streams each checked to exist, then how a task opens its writer."""
+    for topic in kafka.partitions(config.topic_list() or None, config.topics_regex):
+        check_stream(config, config.stream_for(topic))
+    return functools.partial(KinesisWriter, config)
+
+
+class KinesisWriter(SinkWriter):
+    """A task's records put through this process's kept client, one putter (and shard list) per stream: several
+    with ${topic} in the stream name."""
+
+    def __init__(self, config: KinesisSinkConfig, tally: SinkTally):
+        super().__init__(tally)
+        self.config, self._client = config, kept_kinesis_client(config)
+        self._putters: dict[str, tuple[KinesisPutter, list[str]]] = {}
+
+    def _delivered(self, origin) -> None:
         slot, row = origin
         slot.counts(row).published += 1
 
-    # One putter (and, by partition, one shard list) per stream: several with ${topic} in the stream name.
-    putters: dict[str, tuple[KinesisPutter, list[str]]] = {}
+    def _putter_for(self, kafka_topic: str) -> tuple[KinesisPutter, list[str]]:
+        cfg, stream = self.config, self.config.stream_for(kafka_topic)
+        if stream not in self._putters:
+            self._putters[stream] = (
+                KinesisPutter(self._client, stream, cfg.max_request_records, cfg.max_request_bytes,
+                              cfg.retry_timeout_ms / 1000, self._delivered),
+                kept_shard_hash_keys(self._client, stream) if cfg.partition_key == "partition" else [])
+        return self._putters[stream]
 
-    def putter_for(kafka_topic: str) -> tuple[KinesisPutter, list[str]]:
-        stream = cfg.stream_for(kafka_topic)
-        if stream not in putters:
-            putters[stream] = (KinesisPutter(client, stream, cfg.max_request_records, cfg.max_request_bytes,
-                                             cfg.retry_timeout_ms / 1000, delivered),
-                               kept_shard_hash_keys(client, stream) if cfg.partition_key == "partition" else [])
-        return putters[stream]
+    def put(self, records: pa.RecordBatch) -> None:
+        cfg, slot = self.config, TalliedBatch(records, self.tally)
+        keys, values = records.column("key").to_pylist(), records.column("value").to_pylist()
+        partitions, topics = records.column("partition").to_pylist(), records.column("topic").to_pylist()
+        for row, (key, value, partition, topic) in enumerate(zip(keys, values, partitions, topics)):
+            if value is None:  # a tombstone has nothing to put
+                slot.counts(row).skipped += 1
+                continue
+            if cfg.partition_key == "key" and key:
+                partition_key = key.decode("utf-8", errors="backslashreplace")[:256]
+            else:
+                partition_key = str(partition)
+            if len(value) + len(partition_key.encode()) > MAX_BYTES_PER_RECORD:
+                self.tally.reject(slot.record(row), "KINESIS_PUT", RecordError(
+                    f"{len(value)} bytes: over Kinesis's limit of {MAX_BYTES_PER_RECORD} bytes per record"))
+                continue
+            putter, hash_keys = self._putter_for(topic)
+            putter.add(value, partition_key, (slot, row), hash_keys[partition % len(hash_keys)] if hash_keys else None)
 
-    try:
-        for batch in batches:
-            slot = TalliedBatch(batch, tally)
-            keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
-            partitions, topics = batch.column("partition").to_pylist(), batch.column("topic").to_pylist()
-            for row, (key, value, partition, topic) in enumerate(zip(keys, values, partitions, topics)):
-                if value is None:  # a tombstone has nothing to put
-                    slot.counts(row).skipped += 1
-                    continue
-                if cfg.partition_key == "key" and key:
-                    partition_key = key.decode("utf-8", errors="backslashreplace")[:256]
-                else:
-                    partition_key = str(partition)
-                if len(value) + len(partition_key.encode()) > MAX_BYTES_PER_RECORD:
-                    tally.reject(slot.record(row), "KINESIS_PUT", RecordError(
-                        f"{len(value)} bytes: over Kinesis's limit of {MAX_BYTES_PER_RECORD} bytes per record"))
-                    continue
-                putter, hash_keys = putter_for(topic)
-                putter.add(value, partition_key, (slot, row), hash_keys[partition % len(hash_keys)] if hash_keys else None)
-        for putter, _ in putters.values():
+    def flush(self) -> None:
+        for putter, _ in self._putters.values():
             putter.close()
-        tally.flush_dead_letters()
-    except KinesisRefused as exc:
-        slot, row = exc.origins[0]
-        raise BatchError(f"{slot.record(row).where}: {exc}") from None
-    yield tally.summary()
+
+    def __exit__(self, exc_type, exc, traceback) -> bool | None:
+        if isinstance(exc, KinesisRefused):  # named by the first record it holds back
+            slot, row = exc.origins[0]
+            raise BatchError(f"{slot.record(row).where}: {exc}") from None
+        return None

@@ -7,9 +7,10 @@ from connectors.bridge import Bridge
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
+    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
 )
-from connectors.plugin import BatchReport, ConnectorPlugin, Systems
+from connectors.kafka.sink_plugin import KafkaSink
+from connectors.plugin import ConnectorPlugin, Systems
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 
 
@@ -17,23 +18,14 @@ from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 LITE_LINGER_S = 0.05
 
 
-def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
-    from connectors.pubsublite_sink.batch import run_lite_sink_batch
+def _writer(systems: Systems, bridge: Bridge, kafka):
+    from connectors.pubsublite_sink.write import lite_writer
 
     config = bridge.config
-    with systems.spark.batch_session(bridge.name) as spark:
-        return sink_report(run_lite_sink_batch(spark, bridge.name, config, systems.pubsublite.connection_for(config),
-                                               systems.kafka.admin(), position, bridge.batch, bridge.consumer_group))
+    return lite_writer(config, systems.pubsublite.connection_for(config), kafka, bridge.batch.outage_timeout_seconds)
 
 
-def _open_stream(systems: Systems, bridge: Bridge, position):
-    from connectors.kafka.sink_stream import open_kafka_sink_stream
-    from connectors.pubsublite_sink.batch import deliver_to_lite
-
-    config = bridge.config
-    deliver = deliver_to_lite(bridge.name, config, systems.pubsublite.connection_for(config), systems.kafka.admin(),
-                              bridge.batch.outage_timeout_seconds)
-    return open_kafka_sink_stream(systems, bridge, position, deliver, LITE_LINGER_S)
+SINK = KafkaSink(prepare=_writer, linger_s=lambda config: LITE_LINGER_S)
 
 
 def _route(bridge: Bridge) -> str:
@@ -56,8 +48,8 @@ CONNECTOR = ConnectorPlugin(
     kinds=("kafka", "pubsub", "spark"),
     systems=("kafka", "pubsublite", "spark"),
     route=_route,
-    run_batch=_run_batch,
-    open_stream=_open_stream,
+    run_batch=SINK.run_batch,
+    open_stream=SINK.open_stream,
     position=KAFKA_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,

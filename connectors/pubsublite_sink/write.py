@@ -2,17 +2,18 @@
 
 Runs in Spark's Python workers via mapInArrow. Rows are converted column-wise (columnar.py) and
 published as raw requests, one stream per Lite partition (connectors.pubsublite.stream_publisher),
-on one asyncio loop per task. It yields one summary row per Kafka partition only after Lite
+on one asyncio loop per task. The writer (sink_writer.SinkWriter) flushes only once Lite
 acknowledged every message, so the driver records offsets only for delivered data.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
@@ -20,22 +21,27 @@ from connectors.config.routing import PerTarget
 from connectors.errors import BatchError
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.outage import Unreachable
-from connectors.pubsublite.clients import LiteConnection
+from connectors.kafka.sink_writer import OpenWriter, SinkWriter
+from connectors.outage import Unreachable, lite_outages_named
+from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite.stream_publisher import LitePublisher, LitePublishFailed, LitePublishSettings
 from connectors.pubsublite_sink.columnar import LiteColumnarConverter
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+
+if TYPE_CHECKING:
+    from connectors.kafka.admin import KafkaAdmin
 
 SHUTDOWN_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
-class LiteSinkTask:
-    bridge_name: str
+class LiteTarget:
+    """What the driver hands each task: the config, the service, each Lite topic's partition count (read once by
+    the driver: lite_writer) and the outage timeout."""
+
     config: PubSubLiteSinkConfig
     connection: LiteConnection
-    kafka_client_config: dict[str, str]
-    lite_partitions: dict[str, int]  # each Lite topic's partition count, read once by the driver
+    lite_partitions: dict[str, int]
     outage_timeout_s: float = 30
 
 
@@ -67,55 +73,102 @@ def default_router(lite_partitions: int) -> Callable[[object, int], int]:
     return route
 
 
-async def _publish_all(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) -> SinkTally:
-    cfg = task.config
-    converter = LiteColumnarConverter(cfg)
-    tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
-    router = kafka_partition_router if cfg.pubsublite_ordering_mode == "KAFKA" else default_router
+class LitePartitionsTooFew(ValueError):
+    pass
 
-    def acked(origins: list) -> None:
+
+def check_kafka_mode_partitions(kafka_partitions: dict[str, list[int]], lite_partitions: int, lite_topic: str) -> None:
+    """pubsublite.ordering.mode=KAFKA maps Kafka partition n to Lite partition n: fail before moving anything
+    when a Kafka topic has more partitions than the Lite topic, naming both counts."""
+    for kafka_topic, partitions in sorted(kafka_partitions.items()):
+        if len(partitions) > lite_partitions:
+            raise LitePartitionsTooFew(
+                f"Kafka topic {kafka_topic} has {len(partitions)} partitions but Pub/Sub Lite topic {lite_topic} has "
+                f"{lite_partitions}; pubsublite.ordering.mode=KAFKA needs at least as many Lite partitions")
+
+
+def lite_writer(config: PubSubLiteSinkConfig, connection: LiteConnection, kafka: KafkaAdmin,
+                outage_timeout_s: float) -> OpenWriter:
+    """Driver side: each Lite topic's partition count read once (one topic, or one per Kafka topic with ${topic}),
+    then how a task opens its writer."""
+    kafka_partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
+    lite_partitions: dict[str, int] = {}
+    for kafka_topic in sorted(kafka_partitions) or [""]:
+        topic = config.topic_path(kafka_topic)
+        if str(topic) not in lite_partitions:
+            with lite_outages_named(connection, topic.location, f"reading the partition count of {topic}"):
+                lite_partitions[str(topic)] = connection.admin(region_of(topic.location)).get_topic_partition_count(topic)
+        if config.pubsublite_ordering_mode == "KAFKA" and kafka_topic:
+            check_kafka_mode_partitions({kafka_topic: kafka_partitions[kafka_topic]}, lite_partitions[str(topic)],
+                                        str(topic))
+    return functools.partial(LiteWriter, LiteTarget(config, connection, lite_partitions, outage_timeout_s))
+
+
+class LiteWriter(SinkWriter):
+    """A task's records converted column-wise and published on one asyncio loop and channel, one publisher and
+    router per Lite topic (several with ${topic} in pubsublite.topic)."""
+
+    def __init__(self, target: LiteTarget, tally: SinkTally):
+        super().__init__(tally)
+        cfg = self.config = target.config
+        self.target = target
+        self._converter = LiteColumnarConverter(cfg)
+        self._router = kafka_partition_router if cfg.pubsublite_ordering_mode == "KAFKA" else default_router
+        self._location = cfg.topic_path().location
+        self._settings = LitePublishSettings(retry_timeout_s=target.outage_timeout_s)
+        # The writer's calls each run on this one loop: the channel and the publishers' streams live on it.
+        self._loop = asyncio.Runner()
+        self._channel = self._loop.run(self._open_channel())
+        self._publisher_for = PerTarget(lambda kafka_topic: str(cfg.topic_path(kafka_topic)), self._publisher_and_router)
+
+    async def _open_channel(self):
+        return self.target.connection.async_publish_channel(self._location)
+
+    @staticmethod
+    def _acked(origins: list) -> None:
         for counts in origins:
             counts.published += 1
 
-    topic = cfg.topic_path()
-    channel = task.connection.async_publish_channel(topic.location)
-    settings = LitePublishSettings(retry_timeout_s=task.outage_timeout_s)
-
-    # One publisher and router per Lite topic (several with ${topic} in pubsublite.topic), on the one channel.
-    def publisher_and_router(path: str) -> tuple[LitePublisher, Callable[[object, int], int]]:
-        if path not in task.lite_partitions:  # a topic that matched the regex after the driver looked
+    def _publisher_and_router(self, path: str) -> tuple[LitePublisher, Callable[[object, int], int]]:
+        if path not in self.target.lite_partitions:  # a topic that matched the regex after the driver looked
             raise BatchError(f"Pub/Sub Lite topic {path} was not looked up before the batch; the next batch will")
-        return LitePublisher(channel, path, settings, acked), router(task.lite_partitions[path])
+        return (LitePublisher(self._channel, path, self._settings, self._acked),
+                self._router(self.target.lite_partitions[path]))
 
-    publisher_for = PerTarget(lambda kafka_topic: str(cfg.topic_path(kafka_topic)), publisher_and_router)
+    def put(self, records: pa.RecordBatch) -> None:
+        self._loop.run(self._put(records))
 
-    try:
-        for batch in batches:
-            tallied = TalliedBatch(batch, tally)
-            kafka_partitions = batch.column("partition").to_pylist()
-            kafka_topics = batch.column("topic").to_pylist()
-            for row, outcome in converter.convert(batch):
-                if isinstance(outcome, RecordError):
-                    tally.reject(tallied.record(row), "VALUE_CONVERTER", outcome)
-                    continue
-                message, size = outcome
-                publisher, route = publisher_for(kafka_topics[row])
-                await publisher.add(message, size, tallied.counts(row), route(message, kafka_partitions[row]))
-            for publisher, _ in publisher_for.by_target.values():
-                publisher.seal_all()
+    async def _put(self, records: pa.RecordBatch) -> None:
+        tallied = TalliedBatch(records, self.tally)
+        kafka_partitions = records.column("partition").to_pylist()
+        kafka_topics = records.column("topic").to_pylist()
+        for row, outcome in self._converter.convert(records):
+            if isinstance(outcome, RecordError):
+                self.tally.reject(tallied.record(row), "VALUE_CONVERTER", outcome)
+                continue
+            message, size = outcome
+            publisher, route = self._publisher_for(kafka_topics[row])
+            await publisher.add(message, size, tallied.counts(row), route(message, kafka_partitions[row]))
+        for publisher, _ in self._publisher_for.by_target.values():
+            publisher.seal_all()
+
+    def flush(self) -> None:
+        self._loop.run(self._flush())
+
+    async def _flush(self) -> None:
         # The rest must be acknowledged in time, or the task fails (and records nothing).
-        for publisher, _ in publisher_for.by_target.values():
+        for publisher, _ in self._publisher_for.by_target.values():
             await publisher.close(SHUTDOWN_TIMEOUT_S)
-    except LitePublishFailed as exc:
-        if exc.unanswered:
-            raise Unreachable(f"Pub/Sub Lite at {task.connection.address_of(topic.location)} did not answer for "
-                              f"{task.outage_timeout_s:.0f} s: {exc}; the run recorded nothing") from None
-        raise BatchError(f"publish to Pub/Sub Lite failed: {exc}") from exc
-    finally:
-        await channel.close()
-    tally.flush_dead_letters()
-    return tally
 
-
-def publish_arrow_batches(task: LiteSinkTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield asyncio.run(_publish_all(task, batches)).summary()
+    def __exit__(self, exc_type, exc, traceback) -> bool | None:
+        try:
+            self._loop.run(self._channel.close())
+        finally:
+            self._loop.close()  # cancels what is left of the publishers' streams
+        if isinstance(exc, LitePublishFailed):
+            if exc.unanswered:
+                raise Unreachable(f"Pub/Sub Lite at {self.target.connection.address_of(self._location)} did not "
+                                  f"answer for {self.target.outage_timeout_s:.0f} s: {exc}; the run recorded "
+                                  "nothing") from None
+            raise BatchError(f"publish to Pub/Sub Lite failed: {exc}") from exc
+        return None

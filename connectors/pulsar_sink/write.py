@@ -1,29 +1,21 @@
 """Executor side of the Pulsar sink: one Spark partition's records sent to Pulsar with the Kafka key as the
 partition key, headers as properties and the record's timestamp as the event time, one producer per target
-topic; counts are yielded only after Pulsar acknowledged every message."""
+topic (sink_writer.SinkWriter: flushed once Pulsar acknowledged every message)."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 
 from connectors.errors import BatchError
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
+from connectors.kafka.sink_writer import SinkWriter
 from connectors.outage import Unreachable
 from connectors.pulsar_sink.config import PulsarSinkConfig
 
 NO_TIMESTAMP = -1
-
-
-@dataclass(frozen=True)
-class PulsarTask:
-    bridge_name: str
-    config: PulsarSinkConfig
-    kafka_client_config: dict[str, str]
 
 
 def pulsar_client(config: PulsarSinkConfig):
@@ -80,66 +72,74 @@ def _forget(kept: _KeptClient) -> None:
     kept.client.close()
 
 
-def send_arrow_batches(task: PulsarTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import pulsar
+class PulsarWriter(SinkWriter):
+    """A task's records sent through this process's kept client, one producer per target topic."""
 
-    cfg = task.config
-    tally = SinkTally(task.bridge_name, cfg, task.kafka_client_config)
-    kept = kept_pulsar_client(cfg)
-    producers: dict[str, object] = {}  # the ones this call sent through, flushed at its end
-    lock, refused, failed = threading.Lock(), [], []  # callbacks come from the client's own threads
+    def __init__(self, config: PulsarSinkConfig, tally: SinkTally):
+        import pulsar
 
-    def producer_for(topic: str):
-        if topic not in producers:
-            producers[topic] = kept.producer(topic, cfg)
-        return producers[topic]
+        super().__init__(tally)
+        self.config, self._pulsar = config, pulsar
+        self._kept = kept_pulsar_client(config)
+        self._producers: dict[str, object] = {}  # the ones this task sent through, flushed at its end
+        # Callbacks come from the client's own threads.
+        self._lock, self._refused, self._failed = threading.Lock(), [], []
 
-    def callback(slot: TalliedBatch, row: int):
+    def _producer_for(self, topic: str):
+        if topic not in self._producers:
+            self._producers[topic] = self._kept.producer(topic, self.config)
+        return self._producers[topic]
+
+    def _callback(self, slot: TalliedBatch, row: int):
+        ok, refusals = self._pulsar.Result.Ok, (self._pulsar.Result.MessageTooBig, self._pulsar.Result.InvalidMessage)
+
         def done(result, message_id) -> None:
-            with lock:
-                if result == pulsar.Result.Ok:
+            with self._lock:
+                if result == ok:
                     slot.counts(row).published += 1
-                elif result in (pulsar.Result.MessageTooBig, pulsar.Result.InvalidMessage):
-                    refused.append((slot, row, result))
+                elif result in refusals:
+                    self._refused.append((slot, row, result))
                 else:
-                    failed.append((slot, row, result))
+                    self._failed.append((slot, row, result))
         return done
 
-    try:
-        for batch in batches:
-            slot = TalliedBatch(batch, tally)
-            columns = {name: batch.column(name).to_pylist()
-                       for name in ("topic", "key", "value", "headers", "timestamp_ms", "timestampType")}
-            for row in range(batch.num_rows):
-                value = columns["value"][row]
-                if value is None:  # a tombstone has no Pulsar counterpart
-                    slot.counts(row).skipped += 1
-                    continue
-                key = columns["key"][row]
-                kwargs = {"properties": {h["key"]: (h["value"] or b"").decode("utf-8", "backslashreplace")
-                                         for h in columns["headers"][row] or []}}
-                if key is not None:
-                    kwargs["partition_key"] = key.decode("utf-8", "backslashreplace")
-                if columns["timestampType"][row] != NO_TIMESTAMP and columns["timestamp_ms"][row] is not None:
-                    kwargs["event_timestamp"] = columns["timestamp_ms"][row]
-                producer_for(cfg.topic_for(columns["topic"][row])).send_async(value, callback(slot, row), **kwargs)
-        for producer in producers.values():
+    def put(self, records: pa.RecordBatch) -> None:
+        cfg, slot = self.config, TalliedBatch(records, self.tally)
+        columns = {name: records.column(name).to_pylist()
+                   for name in ("topic", "key", "value", "headers", "timestamp_ms", "timestampType")}
+        for row in range(records.num_rows):
+            value = columns["value"][row]
+            if value is None:  # a tombstone has no Pulsar counterpart
+                slot.counts(row).skipped += 1
+                continue
+            key = columns["key"][row]
+            kwargs = {"properties": {h["key"]: (h["value"] or b"").decode("utf-8", "backslashreplace")
+                                     for h in columns["headers"][row] or []}}
+            if key is not None:
+                kwargs["partition_key"] = key.decode("utf-8", "backslashreplace")
+            if columns["timestampType"][row] != NO_TIMESTAMP and columns["timestamp_ms"][row] is not None:
+                kwargs["event_timestamp"] = columns["timestamp_ms"][row]
+            self._producer_for(cfg.topic_for(columns["topic"][row])).send_async(value, self._callback(slot, row),
+                                                                               **kwargs)
+
+    def flush(self) -> None:
+        cfg = self.config
+        for producer in self._producers.values():
             producer.flush()
-    except pulsar.Timeout:
-        _forget(kept)
-        raise Unreachable(f"Pulsar at {cfg.service_url} did not answer within {cfg.send_timeout_ms / 1000:.0f} s; "
-                          "the run recorded nothing") from None
-    except BaseException:
-        _forget(kept)
-        raise
-    if failed:
-        _forget(kept)
-        slot, row, result = failed[0]
-        if result == pulsar.Result.Timeout:
-            raise Unreachable(f"Pulsar at {cfg.service_url} did not acknowledge {len(failed)} messages within "
-                              f"{cfg.send_timeout_ms / 1000:.0f} s; the run recorded nothing")
-        raise BatchError(f"{slot.record(row).where}: Pulsar refused {len(failed)} messages: {result}")
-    for slot, row, result in refused:
-        tally.reject(slot.record(row), "PULSAR_SEND", RecordError(f"Pulsar refused it: {result}"))
-    tally.flush_dead_letters()
-    yield tally.summary()
+        if self._failed:
+            slot, row, result = self._failed[0]
+            if result == self._pulsar.Result.Timeout:
+                raise Unreachable(f"Pulsar at {cfg.service_url} did not acknowledge {len(self._failed)} messages "
+                                  f"within {cfg.send_timeout_ms / 1000:.0f} s; the run recorded nothing")
+            raise BatchError(f"{slot.record(row).where}: Pulsar refused {len(self._failed)} messages: {result}")
+        for slot, row, result in self._refused:
+            self.tally.reject(slot.record(row), "PULSAR_SEND", RecordError(f"Pulsar refused it: {result}"))
+
+    def __exit__(self, exc_type, exc, traceback) -> bool | None:
+        if exc_type is None:
+            return None
+        _forget(self._kept)  # the next task starts with a new client
+        if isinstance(exc, self._pulsar.Timeout):
+            raise Unreachable(f"Pulsar at {self.config.service_url} did not answer within "
+                              f"{self.config.send_timeout_ms / 1000:.0f} s; the run recorded nothing") from None
+        return None

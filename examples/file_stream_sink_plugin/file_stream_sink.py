@@ -1,57 +1,65 @@
 """A connector plugin in one file: Kafka Connect's example FileStreamSinkConnector (`topics`, `file`), each
 record's value appended to a local file as a line, moved by Spark, resuming from the Kafka offsets the bridge
-records. Installed with `pip install`, it is found through its entry point; nothing in the host changes."""
+records. Installed with `pip install`, it is found through its entry point; nothing in the host changes.
+
+A Kafka-reading sink is its config, its writer and its declaration: the shared driver (`KafkaSink`) reads the
+ranges, runs the writer in the Spark tasks, counts, dead-letters (errors.tolerance) and records the positions,
+in batches and always on (continuous mode)."""
 
 from __future__ import annotations
 
+import functools
 import sys
-from typing import Iterator
 
 import pyarrow as pa
 from pydantic import Field
 
 from connectors.bridge import Bridge
-from connectors.config.common import ConnectorConfig, KafkaTopicsKeys
+from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, kafka_topics_read
-from connectors.plugin import BatchReport, ConnectorPlugin, ReportKeys, Systems
+from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_topics_read
+from connectors.kafka.sink_plugin import KafkaSink
+from connectors.kafka.sink_tally import TalliedBatch
+from connectors.kafka.sink_writer import SinkWriter
+from connectors.plugin import ConnectorPlugin, Systems
 
 
-class FileStreamSinkConfig(ConnectorConfig, KafkaTopicsKeys):
-    file: str = Field(alias="file")
+class FileStreamSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
+    file: str = Field(alias="file", description="the file each record's value is appended to, one line each")
 
 
-def _lines(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """In the Spark task: each record's value as a line, back to the driver with its place."""
-    for batch in batches:
-        yield pa.RecordBatch.from_pydict({"partition": batch.column("partition"), "offset": batch.column("offset"),
-                                          "line": batch.column("value").cast(pa.string())})
+class FileWriter(SinkWriter):
+    """In a Spark task: the task's lines appended at flush, in one write (the tasks of a batch share the file)."""
+
+    def __init__(self, path: str, tally):
+        super().__init__(tally)
+        self.path, self.lines = path, []
+
+    def put(self, records: pa.RecordBatch) -> None:
+        tallied = TalliedBatch(records, self.tally)  # counted as read
+        for row, value in enumerate(records.column("value").to_pylist()):
+            if value is None:  # a tombstone has no line
+                tallied.counts(row).skipped += 1
+            else:
+                self.lines.append((value.decode("utf-8", "backslashreplace"), tallied.counts(row)))
+
+    def flush(self) -> None:
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write("".join(f"{line}\n" for line, _ in self.lines))
+        for _, counts in self.lines:  # written: the driver may record the offsets
+            counts.published += 1
 
 
-def run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
+def _writer(systems: Systems, bridge: Bridge, kafka):
+    # The writer runs in the engine's Python workers, which import classes by module name; this plugin is
+    # installed beside the run, not on the engine, so it travels by value instead.
     from pyspark import cloudpickle
 
-    from connectors.kafka.spark_read import deliver_offset_ranges
-
-    # The task function runs in the engine's Python workers, which import functions by module name; this plugin
-    # is installed beside the run, not on the engine, so its functions travel by value instead.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    admin, config = systems.kafka.admin(), bridge.config
-    partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
-    plan = admin.plan_batch(partitions, position, bridge.batch.max_records, bridge.batch.initial_offsets,
-                            bridge.consumer_group, config.isolation_level)
-    lines = []
-    if plan.total_records:
-        with systems.spark.batch_session(bridge.name) as spark:
-            rows = deliver_offset_ranges(spark, admin.connection, plan.ranges, bridge.batch.outage_timeout_seconds,
-                                         _lines, "partition int, offset long, line string", include_headers=False)
-        lines = [row["line"] for row in sorted(rows, key=lambda row: (row["partition"], row["offset"]))]
-        with open(config.file, "a", encoding="utf-8") as out:  # written before the offsets are recorded
-            out.writelines(f"{line}\n" for line in lines)
-    return BatchReport(moved=len(lines), position=plan.next_offsets,
-                       values={"records_written": len(lines), "lag_remaining": plan.lag_after()},
-                       counters=("records_written",), line=f"{len(lines)} lines appended to {config.file}")
+    return functools.partial(FileWriter, bridge.config.file)
 
+
+SINK = KafkaSink(prepare=_writer)
 
 CONNECTOR = ConnectorPlugin(
     name="FileStreamSinkConnector",
@@ -60,12 +68,12 @@ CONNECTOR = ConnectorPlugin(
     kinds=("kafka", "file", "spark"),
     systems=("kafka", "spark"),
     route=lambda bridge: f"Kafka {bridge.config.topics} -> file {bridge.config.file}",
-    run_batch=run_batch,
+    run_batch=SINK.run_batch,
+    open_stream=SINK.open_stream,
     position=KAFKA_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
     writes=lambda bridge: (Endpoint(("file", *bridge.config.file.strip("/").split("/")), "file",
                                     f"file {bridge.config.file}"),),
-    keys=ReportKeys("records", read="records_written", delivered="records_written", lag="lag_remaining",
-                    rejected=()),
+    keys=SINK_KEYS,
 )

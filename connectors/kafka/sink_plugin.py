@@ -1,0 +1,65 @@
+"""The shared driver of the Kafka-reading sinks, as a sink's plugin declares it (`KafkaSink`): how to prepare its
+writer on the driver, and how long an always-on round lingers; the sink gets its batches (sink_batch.py) and its
+always-on stream (sink_stream.py), both running its writer through the task body of sink_writer.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from connectors.kafka.plugin_parts import sink_report
+from connectors.plugin import BatchReport, Systems
+
+if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
+    from connectors.bridge import Bridge
+    from connectors.config.common import ConnectorConfig
+    from connectors.kafka.admin import KafkaAdmin, Offsets
+    from connectors.kafka.sink_writer import OpenWriter
+    from connectors.kafka.spark_read import Deliver
+
+
+# How long an always-on round waits for more records after its first, for a sink whose client has no linger of its own.
+DEFAULT_LINGER_S = 0.05
+
+
+@dataclass(frozen=True)
+class KafkaSink:
+    """A Kafka-reading sink, as its plugin declares it to the shared driver: `prepare` runs on the driver before each
+    batch and each stream start (checks, lookups: Kafka Connect's SinkConnector.start) and returns how a task opens
+    its writer (sink_writer.SinkWriter); `linger_s` is how long an always-on round waits for more records, after
+    the sink's own client's batching delay. Its `run_batch` and `open_stream` are the plugin's."""
+
+    prepare: Callable[[Systems, Bridge, KafkaAdmin], OpenWriter]
+    linger_s: Callable[[ConnectorConfig], float] = lambda config: DEFAULT_LINGER_S
+
+    def deliver(self, systems: Systems, bridge: Bridge, kafka: KafkaAdmin) -> Deliver:
+        return sink_deliver(bridge.name, bridge.config, kafka, self.prepare(systems, bridge, kafka))
+
+    def run_batch(self, systems: Systems, bridge: Bridge, position: Offsets) -> BatchReport:
+        from connectors.kafka.sink_batch import run_kafka_sink_batch
+
+        kafka = systems.kafka.admin()
+        deliver = self.deliver(systems, bridge, kafka)
+        with systems.spark.batch_session(bridge.name) as spark:
+            return sink_report(run_kafka_sink_batch(spark, bridge.config, kafka, position, bridge.batch,
+                                                    bridge.consumer_group, deliver))
+
+    def open_stream(self, systems: Systems, bridge: Bridge, position: Offsets | None):
+        from connectors.kafka.sink_stream import open_kafka_sink_stream
+
+        deliver = self.deliver(systems, bridge, systems.kafka.admin())
+        return open_kafka_sink_stream(systems, bridge, position, deliver, self.linger_s(bridge.config))
+
+
+def sink_deliver(bridge_name: str, config, kafka: KafkaAdmin, open_writer: OpenWriter) -> Deliver:
+    """The executors' delivery of a Kafka-reading sink: its writer behind the shared task body (sink_writer.py)."""
+    import functools
+
+    from connectors.config.common import ErrorHandlingKeys
+    from connectors.kafka.dead_letter import dead_letter_client_config
+    from connectors.kafka.sink_writer import TallySettings, write_records
+
+    # Only the error keys travel to the tasks: a plugin's own config class need not be importable there.
+    errors = ErrorHandlingKeys.model_construct(**{name: getattr(config, name) for name in ErrorHandlingKeys.model_fields})
+    settings = TallySettings(bridge_name, errors, dead_letter_client_config(kafka, config))
+    return functools.partial(write_records, settings, open_writer)

@@ -1,0 +1,63 @@
+"""The executor contract of the Kafka-reading sinks, in the spirit of Kafka Connect's SinkTask: a writer is opened in
+a Spark task (clients cannot be pickled) with the task's tally, is `put` columnar batches of Kafka records, and
+`flush` returns once the destination acknowledged everything put. The shared task body below does the rest once for
+every sink: the tally (counts, latency, errors.tolerance and the dead-letter queue) and the summary the driver turns
+into positions. The driver reads the ranges and records the positions (sink_batch.py, sink_stream.py)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import pyarrow as pa
+
+from connectors.config.common import ErrorHandlingKeys
+from connectors.kafka.sink_tally import SinkTally
+
+
+class SinkWriter(ABC):
+    """One Spark task's writer. It counts what it is put into `tally` (a TalliedBatch per batch) and sends what
+    cannot be delivered through `tally.reject` (errors.tolerance). Used as a context manager: a writer holding a
+    client lets go of it on leaving, and forgets a kept one when it leaves with an error."""
+
+    def __init__(self, tally: SinkTally):
+        self.tally = tally
+
+    @abstractmethod
+    def put(self, records: pa.RecordBatch) -> None:
+        """Hands over a batch of Kafka records (range_reader.RECORD_SCHEMA); may send them before returning."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Returns once the destination acknowledged every record put, or raises (and nothing is recorded)."""
+
+    def __enter__(self) -> SinkWriter:
+        return self
+
+    def __exit__(self, *exc_info) -> bool | None:
+        return None
+
+
+# Made in the task from what the driver prepared (a class over its settings, for example): pickled to the executors.
+OpenWriter = Callable[[SinkTally], SinkWriter]
+
+
+@dataclass(frozen=True)
+class TallySettings:
+    bridge_name: str  # in the dead letters' context headers
+    errors: ErrorHandlingKeys  # errors.tolerance and the dead-letter topic
+    dead_letter_client_config: dict[str, str]
+
+
+def write_records(tally_settings: TallySettings, open_writer: OpenWriter,
+                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A task's records through its sink's writer: yields the task's summary only after the destination (or the
+    dead-letter topic) acknowledged every record, so that the driver records offsets only for delivered data."""
+    tally = SinkTally(tally_settings.bridge_name, tally_settings.errors, tally_settings.dead_letter_client_config)
+    with open_writer(tally) as writer:
+        for batch in batches:
+            writer.put(batch)
+        writer.flush()
+    tally.flush_dead_letters()
+    yield tally.summary()
