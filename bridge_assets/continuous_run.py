@@ -31,10 +31,10 @@ from dagster import AssetExecutionContext, AssetKey, AssetMaterialization, Failu
 import health
 from bridge_assets.continuous import Commit, follow_stream, loop_batches, termination_sets
 from bridge_assets.failures import failure_line
-from bridge_assets.metadata import as_metadata, recorded_position
-from connectors.bridge import Bridge
+from asset_metadata import as_metadata, recorded_position
+from connectors.plugin import Bridge
 from connectors.kafka.stream_jobs import SharedJob, joining
-from jobs.lease import BridgeBusy, BridgeLease, LeaseLost
+from resources.lease import BridgeBusy, BridgeLease, LeaseLost
 from sensors.backoff import backoff_delay_s
 
 # How often the main thread looks at who should be moving (a host's sensors) when nothing else wakes it.

@@ -9,7 +9,7 @@ from dagster import ConfigurableResource, Definitions, in_process_executor
 
 from bridge_assets.factory import bridge_ends, build_bridge_assets
 from bridge_assets.lineage import external_specs
-from connectors.config.bridges_file import load_bridges
+from connectors.bridges_file import load_bridges
 from jobs import build_bridge_job, build_host_job, host_job_name, job_name
 from jobs.lite_migration import lite_migration_job
 from resources import default_resources

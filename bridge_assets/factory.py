@@ -19,12 +19,11 @@ import health
 from bridge_assets.continuous_run import ContinuousRun
 from bridge_assets.failures import failure_line
 from bridge_assets.lineage import BridgeEnds
-from bridge_assets.metadata import as_metadata, recorded_position
-from connectors.bridge import Bridge
+from asset_metadata import as_metadata, recorded_position
+from connectors.plugin import Bridge, Systems
 from connectors.endpoints import Endpoint
-from connectors.plugin import Systems
 from jobs import HOST_TAG
-from jobs.lease import BridgeBusy, BridgeLease
+from resources.lease import BridgeBusy, BridgeLease
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """A run's failure in one line: the bridge, the system that failed and the cause, never a secret."""
 
-from connectors.bridge import Bridge
+from connectors.plugin import Bridge
 from connectors.errors import root_cause
 
 

@@ -15,7 +15,7 @@ import health
 from bridge_metrics.bucketed import BucketedHistogram
 from bridge_metrics.catalog import DURATION_BUCKETS_S, METRICS
 from bridge_metrics.folding import fold
-from connectors.bridge import Bridge
+from connectors.plugin import Bridge
 from connectors.kafka.latency import BUCKETS_MS
 
 _PAGE = 1000

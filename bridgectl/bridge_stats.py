@@ -13,7 +13,7 @@ from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, DagsterEventTyp
 from dagster._core.storage.dagster_run import DagsterRunStatus
 
 import health
-from connectors.bridge import Bridge
+from connectors.plugin import Bridge
 from jobs import host_job_name, job_name
 
 # A hosted bridge's checks looked through for its last failure (a commit every few seconds evaluates them).

@@ -21,7 +21,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark, YAMLError
 from ruamel.yaml.tokens import CommentToken
 
-from connectors.config.bridges_file import BridgeConfigError, load_bridges
+from connectors.bridges_file import BridgeConfigError, load_bridges
 from connectors.plugins import plugin_for
 
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_.-]*:[^}]*\}$")  # ${provider:path:key} or ${env:VAR}

@@ -22,7 +22,7 @@ from bridgectl.lite_cli import lite
 from bridgectl.local_stack import CLUSTER_SERVICES, LocalStack
 from bridgectl.paths import PROJECT_ROOT
 from bridgectl.relay import OutputRelay, say
-from connectors.config.bridges_file import BridgeConfigError, load_bridges
+from connectors.bridges_file import BridgeConfigError, load_bridges
 
 DAGSTER_STOP_GRACE_S = 45
 # `dagster dev` warns on every start that `dg dev` supersedes it; `dg` would need a [tool.dg] block, which

@@ -1,19 +1,12 @@
-"""A bridge as the rest of the product sees it: its name, its connector plugin with the validated config, and
-its batch, sensor, continuous and check settings. Dagster-free, and free of any one connector: batch code of
-every connector imports it, the loader (connectors/config/bridges_file.py) builds it."""
+"""A bridge's settings beside its connector's keys: batch, sensor, continuous and checks, and the group and host
+names. Dagster-free, and free of any one connector. The `Bridge` that pairs them with its plugin and validated
+config is the plugin interface's (connectors/plugin.py); the loader (connectors/bridges_file.py) builds it."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from connectors.config.common import ConnectorConfig
-
-if TYPE_CHECKING:
-    from connectors.plugin import ConnectorPlugin
 
 DEFAULT_GROUP = "bridges"
 MOST_STREAM_TASKS = 64
@@ -77,51 +70,3 @@ class CheckSettings(BaseModel):
     max_lag: int | None = Field(None, ge=0)
     # Records waiting and no successful batch for this long: the bridge is stale.
     max_age_minutes: float = Field(10, gt=0, le=7 * 24 * 60)
-
-
-@dataclass(frozen=True)
-class Bridge:
-    name: str
-    plugin: ConnectorPlugin
-    config: ConnectorConfig
-    batch: BatchSettings
-    sensor: SensorSettings
-    mode: Literal["batch", "continuous"] = "batch"
-    continuous: ContinuousSettings = ContinuousSettings()
-    group: str = DEFAULT_GROUP
-    checks: CheckSettings = CheckSettings()
-
-    @property
-    def max_lag(self) -> int:
-        return self.batch.max_records if self.checks.max_lag is None else self.checks.max_lag
-
-    @property
-    def connector(self) -> str:
-        return self.plugin.name
-
-    def with_secrets(self) -> Bridge:
-        """This bridge with its secret keys' references resolved (Kafka Connect's config providers), for the
-        run or sensor that uses them; a reference that cannot be resolved raises a one-line ValueError naming
-        the key and where it looked."""
-        from connectors.config.providers import ConfigProviderError, resolve
-
-        fields = type(self.config).model_fields
-        updates = {}
-        for name, field in fields.items():
-            value = getattr(self.config, name)
-            if (field.alias or name) in self.config.secret_keys() and value is not None:
-                text = value.get_secret_value()
-                try:
-                    resolved = resolve(field.alias or name, text)
-                except ConfigProviderError as exc:
-                    raise ValueError(str(exc)) from None
-                if resolved != text:
-                    updates[name] = type(value)(resolved)
-        if not updates:
-            return self
-        return dataclasses.replace(self, config=self.config.model_copy(update=updates))
-
-    @property
-    def consumer_group(self) -> str:
-        """The group Kafka Connect would use for this sink, so committed offsets carry over."""
-        return f"connect-{self.name}"

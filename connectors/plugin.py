@@ -9,14 +9,13 @@ the Dagster layer turns them into metadata.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Union
+from typing import Any, Callable, Literal, Protocol, Union
 
+from connectors.bridge import DEFAULT_GROUP, BatchSettings, CheckSettings, ContinuousSettings, SensorSettings
 from connectors.config.common import ConnectorConfig
 from connectors.endpoints import Endpoint
-
-if TYPE_CHECKING:
-    from connectors.bridge import Bridge
 
 ENTRY_POINT_GROUP = "kafka_pubsub_bridge.connectors"
 
@@ -157,3 +156,54 @@ class ConnectorPlugin:
             return self.watcher(systems, bridge)
         signal = self.signal
         return lambda position: signal.waiting(systems, bridge, position).amount > 0
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """A bridge as the rest of the product sees it: its name, its connector plugin with the validated config, and
+    its settings (connectors/bridge.py); every connector's batch code is handed one."""
+
+    name: str
+    plugin: ConnectorPlugin
+    config: ConnectorConfig
+    batch: BatchSettings
+    sensor: SensorSettings
+    mode: Literal["batch", "continuous"] = "batch"
+    continuous: ContinuousSettings = ContinuousSettings()
+    group: str = DEFAULT_GROUP
+    checks: CheckSettings = CheckSettings()
+
+    @property
+    def max_lag(self) -> int:
+        return self.batch.max_records if self.checks.max_lag is None else self.checks.max_lag
+
+    @property
+    def connector(self) -> str:
+        return self.plugin.name
+
+    def with_secrets(self) -> Bridge:
+        """This bridge with its secret keys' references resolved (Kafka Connect's config providers), for the
+        run or sensor that uses them; a reference that cannot be resolved raises a one-line ValueError naming
+        the key and where it looked."""
+        from connectors.config.providers import ConfigProviderError, resolve
+
+        fields = type(self.config).model_fields
+        updates = {}
+        for name, field in fields.items():
+            value = getattr(self.config, name)
+            if (field.alias or name) in self.config.secret_keys() and value is not None:
+                text = value.get_secret_value()
+                try:
+                    resolved = resolve(field.alias or name, text)
+                except ConfigProviderError as exc:
+                    raise ValueError(str(exc)) from None
+                if resolved != text:
+                    updates[name] = type(value)(resolved)
+        if not updates:
+            return self
+        return dataclasses.replace(self, config=self.config.model_copy(update=updates))
+
+    @property
+    def consumer_group(self) -> str:
+        """The group Kafka Connect would use for this sink, so committed offsets carry over."""
+        return f"connect-{self.name}"

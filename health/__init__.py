@@ -29,7 +29,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,  # not exported at the top level (dagster 1.13)
 )
 
-from connectors.bridge import Bridge
+from connectors.plugin import Bridge
 
 BATCH_SUCCEEDED = "batch_succeeded"
 LAG_WITHIN_BOUND = "lag_within_bound"

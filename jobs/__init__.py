@@ -1,11 +1,11 @@
 """One job per bridge; its `bridge` tag lets dagster.yaml allow one run per bridge at a time (queued runs;
-every other launch path meets the lease in jobs/lease.py)."""
+every other launch path meets the lease in resources/lease.py)."""
 
 from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job, in_process_executor
 
-from connectors.bridge import Bridge
+from connectors.plugin import Bridge
 
 
 # The tag of a host's runs (the host's name): such a run moves the host's bridges whose sensors are on.

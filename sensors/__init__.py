@@ -13,10 +13,10 @@ from dagster import (
 )
 
 import health
-from connectors.bridge import Bridge
+from asset_metadata import recorded_position
+from connectors.plugin import Bridge
 from jobs import HOST_TAG
-from jobs.lease import LeaseTiming, current_holder, fence_if_stale
-from resources.lease import BridgeLeaseResource
+from resources.lease import BridgeLeaseResource, LeaseTiming, current_holder, fence_if_stale
 from sensors.backoff import evaluate_with_backoff
 from sensors.switches import switch_name, switched_on
 
@@ -114,9 +114,6 @@ def build_signal_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
             return busy
 
         def check() -> RunRequest | SkipReason:
-            # Imported here: importing bridge_assets loads the code location, which imports this module.
-            from bridge_assets.metadata import recorded_position
-
             recorded = recorded_position(context.instance, AssetKey(bridge.name), plugin.position)
             waiting = signal.waiting(context.resources, bridge.with_secrets(), recorded)
             _report_health(context, bridge, waiting.amount)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dagster import DagsterInstance
 from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
 
-from connectors.bridge import Bridge
+from connectors.plugin import Bridge
 
 
 def switch_name(bridge: Bridge) -> str:

@@ -20,12 +20,12 @@ from connectors.cloud_pubsub_source.write import SourceTask
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
-from connectors.outage import kafka_outages_named
+from connectors.kafka.outages import kafka_outages_named
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from connectors.bridge import Bridge
+    from connectors.plugin import Bridge
 
 _TOTALS = ("pulled", "acked", "dropped")  # the rest is per Kafka partition
 

@@ -23,7 +23,7 @@ from connectors.kafka.stream_slots import SlotWork
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from connectors.bridge import Bridge
+    from connectors.plugin import Bridge
     from connectors.plugin import BatchReport
 
 # A task ends on its own this long after the run's own end, should the run's interrupt never reach it.

@@ -11,7 +11,7 @@ from connectors.kafka.latency import LATENCY_FIELDS
 from connectors.plugin import BatchReport, ReportKeys, Position, Signal, Systems, Table, Waiting
 
 if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
-    from connectors.bridge import Bridge
+    from connectors.plugin import Bridge
     from connectors.kafka.admin import BatchPlan, Offsets
     from connectors.kafka.sink_batch import SinkBatchResult
 

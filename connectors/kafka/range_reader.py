@@ -25,7 +25,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from connectors.kafka.admin import PartitionRange
 from connectors.kafka.connection import client_logger
-from connectors.outage import KAFKA_UNREACHABLE_CODES, Unreachable
+from connectors.kafka.outages import KAFKA_UNREACHABLE_CODES
+from connectors.outage import Unreachable
 
 # The rows every Kafka-reading delivery path takes (Spark's Kafka source had them, with the timestamp in ms).
 RECORD_SCHEMA = pa.schema([

@@ -11,7 +11,7 @@ from connectors.kafka.plugin_parts import sink_report
 from connectors.plugin import BatchReport, Systems
 
 if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
-    from connectors.bridge import Bridge
+    from connectors.plugin import Bridge
     from connectors.config.common import ConnectorConfig
     from connectors.kafka.admin import KafkaAdmin, Offsets
     from connectors.kafka.sink_writer import OpenWriter

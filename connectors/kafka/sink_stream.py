@@ -22,12 +22,12 @@ from connectors.kafka.sink_tally import COUNTERS
 from connectors.kafka.spark_read import Deliver
 from connectors.kafka.delivered import DeliveredCommit, past_delivered
 from connectors.kafka.stream_task import StreamSettings, stream_partitions
-from connectors.outage import kafka_outages_named
+from connectors.kafka.outages import kafka_outages_named
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from connectors.bridge import Bridge
+    from connectors.plugin import Bridge
 
 
 class KafkaSinkStream(LeasedJob):

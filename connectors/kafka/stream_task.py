@@ -28,7 +28,7 @@ from connectors.kafka.range_reader import ReaderSettings, arrow_batch
 from connectors.kafka.sink_tally import COUNTERS
 from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
 from connectors.kafka.spark_read import Deliver
-from connectors.outage import KAFKA_UNREACHABLE_CODES
+from connectors.kafka.outages import KAFKA_UNREACHABLE_CODES
 
 # With nothing arriving, a consume call waits this long before the task looks at its commits and lease again: an
 # idle stream commits what it delivered last within this long. The lease is read no more often anyway

@@ -24,7 +24,7 @@ from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import OpenWriter, SinkWriter
 from connectors.kafka.transactions import PositionsTopic, commit, holding_slot, slot_of
 from connectors.kafka_sink.write import ReplicaTarget, Sends
-from connectors.outage import kafka_outages_named
+from connectors.kafka.outages import kafka_outages_named
 
 # Long enough for a large part in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
 # open transaction is aborted sooner, when the next run's producer of its slot starts.

@@ -20,7 +20,8 @@ from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import SinkWriter
 from connectors.kafka.transactions import PositionsTopic
 from connectors.kafka_sink.config import KafkaSinkConfig
-from connectors.outage import Unreachable, kafka_outages_named
+from connectors.kafka.outages import kafka_outages_named
+from connectors.outage import Unreachable
 
 NO_TIMESTAMP = -1  # Spark's timestampType for a record without one
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from connectors.bridge import Bridge
+from connectors.plugin import Bridge, ConnectorPlugin, Systems
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
@@ -10,7 +10,6 @@ from connectors.kafka.plugin_parts import (
 )
 from connectors.kinesis_sink.config import KinesisSinkConfig
 from connectors.kafka.sink_plugin import KafkaSink
-from connectors.plugin import ConnectorPlugin, Systems
 
 
 def _writer(systems: Systems, bridge: Bridge, kafka):

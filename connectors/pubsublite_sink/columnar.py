@@ -14,7 +14,7 @@ from typing import Iterator, Union
 import pyarrow as pa
 
 from connectors.kafka.record import RecordError
-from connectors.kafka_connect.simple_converters import SimpleConverters, convert_each_record, string_error
+from connectors.kafka.simple_converters import SimpleConverters, convert_each_record, string_error
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.convert import (
     KAFKA_EVENT_TIME_TYPE_ATTRIBUTE, KAFKA_OFFSET_ATTRIBUTE, KAFKA_PARTITION_ATTRIBUTE, KAFKA_TOPIC_ATTRIBUTE,

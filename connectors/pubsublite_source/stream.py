@@ -15,7 +15,8 @@ from confluent_kafka import TopicPartition
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
-from connectors.outage import kafka_outages_named, lite_outages_named
+from connectors.kafka.outages import kafka_outages_named
+from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_source.batch import (
     LiteSourceBatchResult, committed_cursors, head_cursors, lite_positions, lite_topic_of, target_partition_count,
@@ -27,7 +28,7 @@ from connectors.pubsublite_source.write import LiteSourceTask
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from connectors.bridge import Bridge
+    from connectors.plugin import Bridge
 
 
 class LiteSourceStream(LeasedJob):

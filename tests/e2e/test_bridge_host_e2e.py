@@ -16,7 +16,7 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from jobs.lease import _heartbeat_key
+from resources.lease import _heartbeat_key
 from tests.e2e.helpers import PROJECT, DagsterDev, create_pubsub_topic, drain, kafka_admin, produce, wait
 
 pytestmark = pytest.mark.e2e

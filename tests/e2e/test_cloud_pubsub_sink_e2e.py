@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sensor_context
 
 from bridge_assets.definitions import build_definitions
-from bridge_assets.metadata import recorded_position
+from asset_metadata import recorded_position
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from resources import default_resources
 from google.pubsub_v1.types import PubsubMessage

@@ -12,7 +12,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 from google.cloud import pubsub_v1
 
 from bridge_assets.definitions import build_definitions
-from bridge_assets.metadata import recorded_position
+from asset_metadata import recorded_position
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from resources import default_resources
 from tests.e2e.helpers import (

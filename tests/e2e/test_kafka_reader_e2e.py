@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from dagster import AssetKey, DagsterInstance, materialize
 
 from bridge_assets.definitions import build_definitions
-from bridge_assets.metadata import recorded_position
+from asset_metadata import recorded_position
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from resources import KafkaResource, default_resources
 from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file

@@ -11,7 +11,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from bridge_assets.definitions import build_definitions
 from resources import default_resources
-from bridge_assets.metadata import recorded_position
+from asset_metadata import recorded_position
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
 

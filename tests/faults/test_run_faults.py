@@ -16,7 +16,7 @@ from dagster import DagsterRunStatus, RunsFilter
 from google.api_core.exceptions import Cancelled, DeadlineExceeded
 from google.cloud import pubsub_v1
 
-from jobs.lease import pool_name
+from resources.lease import pool_name
 from tests.e2e.helpers import (
     cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, produce, sink_bridges_file,
 )

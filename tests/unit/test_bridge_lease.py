@@ -13,7 +13,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.storage.dagster_run import DagsterRun
 
-from jobs.lease import BridgeBusy, BridgeLease, LeaseLost, LeaseTiming, fence_if_stale, pool_name
+from resources.lease import BridgeBusy, BridgeLease, LeaseLost, LeaseTiming, fence_if_stale, pool_name
 
 TIMING = LeaseTiming(heartbeat_s=0.2, stale_after_s=1.0)
 

@@ -10,9 +10,9 @@ import health
 from bridge_metrics.catalog import METRICS
 from bridge_metrics.event_reader import BridgeMetrics, EventReader
 from bridge_metrics.folding import fold
-from connectors.bridge import BatchSettings, Bridge, CheckSettings, SensorSettings
+from connectors.bridge import BatchSettings, CheckSettings, SensorSettings
+from connectors.plugin import Bridge, COUNTED_METRICS, ReportKeys
 from connectors.kafka.plugin_parts import SINK_KEYS
-from connectors.plugin import COUNTED_METRICS, ReportKeys
 from connectors.plugins import plugin_for
 
 
@@ -97,7 +97,7 @@ def test_the_reader_counts_each_event_once_and_keeps_the_newest_lag():
 
 
 def test_partition_lag_is_a_series_per_partition_only_when_asked():
-    from bridge_assets.metadata import as_metadata
+    from asset_metadata import as_metadata
     from connectors.plugin import Table
 
     bridge = _bridge("orders")

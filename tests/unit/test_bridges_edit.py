@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bridgectl.bridges_edit import add_entry, remove_entry
-from connectors.config.bridges_file import BridgeConfigError, load_bridges
+from connectors.bridges_file import BridgeConfigError, load_bridges
 
 FILE = textwrap.dedent("""\
     # the team's bridges

@@ -2,7 +2,7 @@ import textwrap
 
 import pytest
 
-from connectors.config.bridges_file import BridgeConfigError, load_bridges
+from connectors.bridges_file import BridgeConfigError, load_bridges
 
 
 def write(tmp_path, body: str, name="bridges.yaml"):

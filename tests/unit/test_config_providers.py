@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from connectors.config.bridges_file import BridgeConfigError, load_bridges
+from connectors.bridges_file import BridgeConfigError, load_bridges
 
 
 def bridges_file(tmp_path, credentials: str):

@@ -11,12 +11,12 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 from pydantic import Field
 
 from bridge_assets.factory import build_bridge_assets
-from bridge_assets.metadata import recorded_position
+from asset_metadata import recorded_position
 from connectors import plugins
-from connectors.bridge import BatchSettings, Bridge, SensorSettings
-from connectors.config.bridges_file import load_bridges
+from connectors.bridge import BatchSettings, SensorSettings
+from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Position, ReportKeys, Signal, Waiting
+from connectors.bridges_file import load_bridges
 from connectors.config.common import ConnectorConfig
-from connectors.plugin import BatchReport, ConnectorPlugin, ReportKeys, Position, Signal, Waiting
 from resources.lease import BridgeLeaseResource
 from sensors import build_bridge_sensor
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from connectors.config.bridges_file import BridgeConfigError, load_bridges
+from connectors.bridges_file import BridgeConfigError, load_bridges
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 
 LITE_SOURCE = {"pubsublite.project": "p", "pubsublite.location": "us-central1-a", "pubsublite.subscription": "s",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import health
-from connectors.config.bridges_file import load_bridges
+from connectors.bridges_file import load_bridges
 
 
 SINK = "CloudPubSubSinkConnector\n            config: {topics: t, cps.project: p, cps.topic: t}"

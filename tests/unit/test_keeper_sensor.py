@@ -9,7 +9,7 @@ import yaml
 from dagster import DagsterInstance, DagsterRunStatus, RunRequest, SkipReason, build_sensor_context
 from dagster._core.storage.dagster_run import DagsterRun
 
-from connectors.config.bridges_file import load_bridges
+from connectors.bridges_file import load_bridges
 from resources.lease import BridgeLeaseResource
 from sensors import build_bridge_sensor, build_host_keeper
 from sensors.switches import switched_on

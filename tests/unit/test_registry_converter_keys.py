@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from connectors.config.bridges_file import BridgeConfigError, load_bridges
+from connectors.bridges_file import BridgeConfigError, load_bridges
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.registry.settings import RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY
 from connectors.kafka_connect.registry.wire import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from connectors.config.bridges_file import BridgeConfigError, load_bridges
+from connectors.bridges_file import BridgeConfigError, load_bridges
 from connectors.kafka.admin import PartitionRange
 from connectors.kafka.spark_read import split_ranges
 
