@@ -1,15 +1,15 @@
 """The docs' key tables are what the connectors' config models say: regenerate them with
-`python -m bridgectl.key_tables` when this fails."""
+`python -m bridgectl.generated_docs` when this fails."""
 
 from __future__ import annotations
 
-from bridgectl.key_tables import key_table, pages
+from bridgectl.generated_docs import key_table, pages
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 
 
 def test_the_committed_key_pages_are_the_generated_ones():
     stale = [str(path) for path, text in pages().items() if not path.exists() or path.read_text() != text]
-    assert not stale, f"regenerate with python -m bridgectl.key_tables: {stale}"
+    assert not stale, f"regenerate with python -m bridgectl.generated_docs: {stale}"
 
 
 def test_a_key_row_says_its_type_default_secrecy_and_meaning():
