@@ -28,12 +28,12 @@ from typing import Callable, Iterator
 
 from dagster import AssetExecutionContext, AssetKey, AssetMaterialization, Failure, MetadataValue
 
-import health
+from asset_metadata import as_metadata, recorded_position
 from bridge_assets.continuous import Commit, follow_stream, loop_batches, termination_sets
 from bridge_assets.failures import failure_line
-from asset_metadata import as_metadata, recorded_position
-from connectors.plugin import Bridge
 from connectors.kafka.stream_jobs import SharedJob, joining
+from connectors.plugin import Bridge
+import health
 from resources.lease import BridgeBusy, BridgeLease, LeaseLost
 from sensors.backoff import backoff_delay_s
 

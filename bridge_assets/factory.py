@@ -15,13 +15,13 @@ from dagster import (
     multi_asset,
 )
 
-import health
+from asset_metadata import as_metadata, recorded_position
 from bridge_assets.continuous_run import ContinuousRun
 from bridge_assets.failures import failure_line
 from bridge_assets.lineage import BridgeEnds
-from asset_metadata import as_metadata, recorded_position
-from connectors.plugin import Bridge, Systems
 from connectors.endpoints import Endpoint
+from connectors.plugin import Bridge, Systems
+import health
 from jobs import HOST_TAG
 from resources.lease import BridgeBusy, BridgeLease
 

@@ -1,7 +1,7 @@
 """A run's failure in one line: the bridge, the system that failed and the cause, never a secret."""
 
-from connectors.plugin import Bridge
 from connectors.errors import root_cause
+from connectors.plugin import Bridge
 
 
 def failure_line(bridge: Bridge, exc: BaseException) -> str:

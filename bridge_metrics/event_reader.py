@@ -11,12 +11,12 @@ from typing import Callable, Sequence
 from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, DagsterInstance
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-import health
 from bridge_metrics.bucketed import BucketedHistogram
 from bridge_metrics.catalog import DURATION_BUCKETS_S, METRICS
 from bridge_metrics.folding import fold
-from connectors.plugin import Bridge
 from connectors.kafka.latency import BUCKETS_MS
+from connectors.plugin import Bridge
+import health
 
 _PAGE = 1000
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}

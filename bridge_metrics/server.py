@@ -11,8 +11,8 @@ from dagster import DagsterInstance
 from prometheus_client import disable_created_metrics, start_http_server
 
 from bridge_metrics.event_reader import BridgeMetrics, EventReader
-from connectors.plugin import Bridge
 from connectors.bridges_file import BridgeConfigError, bridges_file_path, load_bridges
+from connectors.plugin import Bridge
 
 log = logging.getLogger(__name__)
 

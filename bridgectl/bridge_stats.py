@@ -12,8 +12,8 @@ from typing import Any
 from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance, RunsFilter
 from dagster._core.storage.dagster_run import DagsterRunStatus
 
-import health
 from connectors.plugin import Bridge
+import health
 from jobs import host_job_name, job_name
 
 # A hosted bridge's checks looked through for its last failure (a commit every few seconds evaluates them).

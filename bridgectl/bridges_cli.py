@@ -19,8 +19,8 @@ from bridgectl.bridges_edit import add_entry, remove_entry
 from bridgectl.deployment import Deployment
 from bridgectl.paths import default_dagster_home
 from bridgectl.relay import say
-from connectors.plugin import Bridge
 from connectors.bridges_file import BridgeConfigError, bridges_file_path, load_bridges
+from connectors.plugin import Bridge
 
 _stdout = Console()  # tables are the output; our remarks go to stderr (`say`)
 _URL = click.option("--url", default=lambda: os.environ.get("DAGSTER_URL", "http://127.0.0.1:3000"),

@@ -18,9 +18,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from connectors.bridge import (DEFAULT_GROUP, MOST_STREAM_TASKS, BatchSettings, CheckSettings, ContinuousSettings, SensorSettings)
-from connectors.plugin import Bridge
 from connectors.config.common import IGNORED_FRAMEWORK_KEYS, ExactlyOnceKeys
 from connectors.config.providers import ConfigProviderError, check_reference, resolve
+from connectors.plugin import Bridge
 from connectors.plugins import installed_plugins, plugin_for
 
 DEFAULT_BRIDGES_FILE = "bridges.yaml"

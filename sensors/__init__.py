@@ -12,9 +12,9 @@ from dagster import (
     SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
 )
 
-import health
 from asset_metadata import recorded_position
 from connectors.plugin import Bridge
+import health
 from jobs import HOST_TAG
 from resources.lease import BridgeLeaseResource, LeaseTiming, current_holder, fence_if_stale
 from sensors.backoff import evaluate_with_backoff

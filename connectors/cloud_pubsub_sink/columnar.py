@@ -21,8 +21,8 @@ from connectors.cloud_pubsub_sink.convert import (
     OutgoingMessage, _Attributes, _attribute_problem,
 )
 from connectors.kafka.record import RecordError
-from connectors.kafka_connect.bytes_text import BASE64
 from connectors.kafka.simple_converters import SimpleConverters, convert_each_record, string_error
+from connectors.kafka_connect.bytes_text import BASE64
 
 Outcome = Union[OutgoingMessage, None, RecordError]  # a message, a skipped record, or a bad record
 _SHORT_ENOUGH = 256  # characters: at most 1,024 UTF-8 bytes, under every attribute limit

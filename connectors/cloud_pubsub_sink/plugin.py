@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from connectors import endpoints
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import is_routed, route
 from connectors.endpoints import Endpoint
@@ -11,6 +10,7 @@ from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
 )
 from connectors.kafka.sink_plugin import KafkaSink
+from connectors.plugin import Bridge, ConnectorPlugin, Systems
 
 
 def _writer(systems: Systems, bridge: Bridge, kafka):

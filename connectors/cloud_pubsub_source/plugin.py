@@ -5,11 +5,11 @@ interval (batch mode); continuous mode is an always-on stream of pull tasks (str
 from __future__ import annotations
 
 from connectors import endpoints
-from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+from connectors.cloud_pubsub_source.report import source_report
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import kafka_topic_written
-from connectors.cloud_pubsub_source.report import source_report
+from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
 
 
 def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:

@@ -19,8 +19,8 @@ from connectors.cloud_pubsub_source.stream_task import stream_pull_and_deliver
 from connectors.cloud_pubsub_source.write import SourceTask
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
-from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
 from connectors.kafka.outages import kafka_outages_named
+from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

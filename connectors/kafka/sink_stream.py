@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from confluent_kafka import TopicPartition
 
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
+from connectors.kafka.delivered import DeliveredCommit, past_delivered
 from connectors.kafka.leased_job import LeasedJob
+from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.range_reader import ReaderSettings
 from connectors.kafka.sink_batch import SinkBatchResult
 from connectors.kafka.sink_tally import COUNTERS
 from connectors.kafka.spark_read import Deliver
-from connectors.kafka.delivered import DeliveredCommit, past_delivered
 from connectors.kafka.stream_task import StreamSettings, stream_partitions
-from connectors.kafka.outages import kafka_outages_named
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -24,11 +24,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.kafka.connection import client_logger
 from connectors.kafka.delivered import DeliveredCommit
+from connectors.kafka.outages import KAFKA_UNREACHABLE_CODES
 from connectors.kafka.range_reader import ReaderSettings, arrow_batch
 from connectors.kafka.sink_tally import COUNTERS
-from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
 from connectors.kafka.spark_read import Deliver
-from connectors.kafka.outages import KAFKA_UNREACHABLE_CODES
+from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
 
 # With nothing arriving, a consume call waits this long before the task looks at its commits and lease again: an
 # idle stream commits what it delivered last within this long. The lease is read no more often anyway

@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.kafka.admin import KafkaAdmin, Offsets
+from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import OpenWriter, SinkWriter
 from connectors.kafka.transactions import PositionsTopic, commit, holding_slot, slot_of
 from connectors.kafka_sink.write import ReplicaTarget, Sends
-from connectors.kafka.outages import kafka_outages_named
 
 # Long enough for a large part in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
 # open transaction is aborted sooner, when the next run's producer of its slot starts.

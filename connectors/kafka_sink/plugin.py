@@ -8,13 +8,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Systems
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
 )
-from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.kafka.sink_plugin import sink_deliver
+from connectors.kafka_sink.config import KafkaSinkConfig
+from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Systems
 
 if TYPE_CHECKING:  # Spark and the Kafka clients are imported by runs, not by the code location's load
     from pyspark.sql import SparkSession

@@ -15,12 +15,12 @@ from connectors.errors import BatchError
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import client_logger, kept_client, refused_for_good
 from connectors.kafka.dead_letter import HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES
+from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import SinkWriter
 from connectors.kafka.transactions import PositionsTopic
 from connectors.kafka_sink.config import KafkaSinkConfig
-from connectors.kafka.outages import kafka_outages_named
 from connectors.outage import Unreachable
 
 NO_TIMESTAMP = -1  # Spark's timestampType for a record without one

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
 )
-from connectors.kinesis_sink.config import KinesisSinkConfig
 from connectors.kafka.sink_plugin import KafkaSink
+from connectors.kinesis_sink.config import KinesisSinkConfig
+from connectors.plugin import Bridge, ConnectorPlugin, Systems
 
 
 def _writer(systems: Systems, bridge: Bridge, kafka):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from connectors import endpoints
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
 )
 from connectors.kafka.sink_plugin import KafkaSink
+from connectors.plugin import Bridge, ConnectorPlugin, Systems
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 
 

@@ -4,9 +4,9 @@ signal is the head cursors against them (cheap unary calls); continuous mode is 
 from __future__ import annotations
 
 from connectors import endpoints
-from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Position, ReportKeys, Signal, Systems, Waiting
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import kafka_topic_written
+from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Position, ReportKeys, Signal, Systems, Waiting
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.pubsublite_source.report import cursors_to_json, lite_source_report
 

@@ -14,8 +14,8 @@ from confluent_kafka import TopicPartition
 
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
-from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
 from connectors.kafka.outages import kafka_outages_named
+from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_source.batch import (

@@ -4,8 +4,8 @@ and from the Kafka offsets recorded here where a partition has none."""
 from __future__ import annotations
 
 from connectors import endpoints
-from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
 from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, kafka_source_label, kafka_topics_read, partitions_table
+from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 
 

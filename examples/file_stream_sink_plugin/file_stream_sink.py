@@ -14,13 +14,13 @@ import sys
 import pyarrow as pa
 from pydantic import Field
 
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
 from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_topics_read
 from connectors.kafka.sink_plugin import KafkaSink
 from connectors.kafka.sink_tally import TalliedBatch
 from connectors.kafka.sink_writer import SinkWriter
+from connectors.plugin import Bridge, ConnectorPlugin, Systems
 
 
 class FileStreamSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):

@@ -11,8 +11,8 @@ from confluent_kafka import Consumer, TopicPartition
 from dagster import AssetKey, DagsterInstance, materialize
 from google.cloud import pubsub_v1
 
-from bridge_assets.definitions import build_definitions
 from asset_metadata import recorded_position
+from bridge_assets.definitions import build_definitions
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from resources import default_resources
 from tests.e2e.helpers import (

@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 from google.cloud import pubsub_v1
 
 from bridge_assets.definitions import build_definitions
-from connectors.cloud_pubsub_source.exactly_once import position_key
 from connectors.bridges_file import load_bridges
+from connectors.cloud_pubsub_source.exactly_once import position_key
 from connectors.kafka.transactions import PositionsTopic
 from tests.e2e.helpers import (
     cloud_source_bridges_file, create_pubsub_topic, drain, kafka_admin, materialize_bridge, publish_pubsub_messages,

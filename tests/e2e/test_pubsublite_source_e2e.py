@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from dagster import AssetKey, DagsterInstance, RunRequest, build_sensor_context
 
-from bridge_assets.definitions import build_definitions
-from resources import default_resources
 from asset_metadata import recorded_position
+from bridge_assets.definitions import build_definitions
 from connectors.pubsublite_source.plugin import LITE_CURSORS
+from resources import default_resources
 from tests.e2e.helpers import cli_run, kafka_admin, kill_run_midway, materialize_bridge
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, lite_connection, publish_lite
 

@@ -9,10 +9,10 @@ import time
 import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 
-from bridge_assets.definitions import build_definitions
-from resources import default_resources
 from asset_metadata import recorded_position
+from bridge_assets.definitions import build_definitions
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from resources import default_resources
 from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]

@@ -17,11 +17,11 @@ from confluent_kafka import Producer
 from dagster import AssetKey, DagsterInstance, materialize
 from google.cloud import pubsub_v1
 
-from bridge_assets.definitions import build_definitions
-from resources import default_resources
 from asset_metadata import recorded_position
+from bridge_assets.definitions import build_definitions
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from connectors.pubsublite_source.plugin import LITE_CURSORS
+from resources import default_resources
 from tests.e2e.helpers import PROJECT, create_pubsub_topic, kafka_admin
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_whole_lite_topic
 from tests.e2e.test_cloud_pubsub_sink_failures import _read_topic

@@ -16,11 +16,11 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance, materialize
 
+from asset_metadata import recorded_position
 from bridge_assets.definitions import build_definitions
+from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from connectors.s3_block_gzip_sink.reader import read_from_offset
 from resources import default_resources
-from asset_metadata import recorded_position
-from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from tests.e2e.helpers import PROJECT, create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_whole_lite_topic
 from tests.e2e.test_pubsublite_source_e2e import read_kafka

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue
 
-import health
 from bridge_metrics.catalog import METRICS
 from bridge_metrics.event_reader import BridgeMetrics, EventReader
 from bridge_metrics.folding import fold
 from connectors.bridge import BatchSettings, CheckSettings, SensorSettings
-from connectors.plugin import Bridge, COUNTED_METRICS, ReportKeys
 from connectors.kafka.plugin_parts import SINK_KEYS
+from connectors.plugin import Bridge, COUNTED_METRICS, ReportKeys
 from connectors.plugins import plugin_for
+import health
 
 
 def test_a_sink_batch_adds_its_counts_to_the_counters_its_keys_name():

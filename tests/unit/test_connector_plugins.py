@@ -10,13 +10,13 @@ import pytest
 from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 from pydantic import Field
 
-from bridge_assets.factory import build_bridge_assets
 from asset_metadata import recorded_position
+from bridge_assets.factory import build_bridge_assets
 from connectors import plugins
 from connectors.bridge import BatchSettings, SensorSettings
-from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Position, ReportKeys, Signal, Waiting
 from connectors.bridges_file import load_bridges
 from connectors.config.common import ConnectorConfig
+from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Position, ReportKeys, Signal, Waiting
 from resources.lease import BridgeLeaseResource
 from sensors import build_bridge_sensor
 

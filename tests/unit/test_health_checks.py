@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
-import health
 from connectors.bridges_file import load_bridges
+import health
 
 
 SINK = "CloudPubSubSinkConnector\n            config: {topics: t, cps.project: p, cps.topic: t}"
