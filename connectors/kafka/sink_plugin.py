@@ -4,15 +4,15 @@ always-on stream (sink_stream.py), both running its writer through the task body
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from connectors.config.common import ConnectorConfig, ErrorHandlingKeys
 from connectors.kafka.plugin_parts import sink_report
-from connectors.plugin import BatchReport, Systems
+from connectors.plugin import BatchReport, Bridge, Systems
 
-if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
-    from connectors.plugin import Bridge
-    from connectors.config.common import ConnectorConfig
+if TYPE_CHECKING:  # Spark, Arrow and the Kafka clients are imported by runs, not by the code location's load
     from connectors.kafka.admin import KafkaAdmin, Offsets
     from connectors.kafka.sink_writer import OpenWriter
     from connectors.kafka.spark_read import Deliver
@@ -51,11 +51,8 @@ class KafkaSink:
         return open_kafka_sink_stream(systems, bridge, position, deliver, self.linger_s(bridge.config))
 
 
-def sink_deliver(bridge_name: str, config, kafka: KafkaAdmin, open_writer: OpenWriter) -> Deliver:
+def sink_deliver(bridge_name: str, config: ConnectorConfig, kafka: KafkaAdmin, open_writer: OpenWriter) -> Deliver:
     """The executors' delivery of a Kafka-reading sink: its writer behind the shared task body (sink_writer.py)."""
-    import functools
-
-    from connectors.config.common import ErrorHandlingKeys
     from connectors.kafka.dead_letter import dead_letter_client_config
     from connectors.kafka.sink_writer import TallySettings, write_records
 
