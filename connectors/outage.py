@@ -18,15 +18,16 @@ class Unreachable(BatchError):
 def spark_connect_outages_named(address: str) -> Iterator[None]:
     """A Spark Connect server that does not answer, or refuses the token, as `Unreachable`.
     `address` must be the URL without its token (spark_session.without_secrets)."""
-    from pyspark.errors.exceptions.base import RetriesExceeded
+    import grpc
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
     try:
         yield
-    except RetriesExceeded:
-        raise Unreachable(f"Spark Connect at {address} did not answer (retried for about 17 s); "
-                          "the run recorded nothing") from None
     except SparkConnectGrpcException as exc:
+        # pyspark 4.1+ raises the last gRPC error once its retries (spark_session.CONNECT_RETRIES) run out
+        if exc.getGrpcStatusCode() == grpc.StatusCode.UNAVAILABLE:
+            raise Unreachable(f"Spark Connect at {address} did not answer (retried for about 35 s); "
+                              "the run recorded nothing") from None
         if "UNAUTHENTICATED" not in str(exc):
             raise
         raise Unreachable(f"Spark Connect at {address} refused the run's token (the Spark resource's remote_token, "

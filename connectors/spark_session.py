@@ -95,9 +95,10 @@ def shared_connect_session(remote: str, store: SessionIdStore) -> SparkSession:
     return with_bounded_retries(SparkSession.builder.remote(_with_session_id(remote, session_id)).create())
 
 
-# Retries of a call the server did not answer: 50 ms x4 each time, 5 times, about 17 s in all. The
-# client's default keeps trying for at least 10 minutes, a silent hang when the engine is down; 17 s
-# still rides over a Spark Connect server restart.
+# Retries of a call the server did not answer: 50 ms x4 each time, 5 times; with pyspark 4.3 a call to a server
+# that is down gives up after about 35 s (measured; its execute path retries within the retries). The client's
+# default keeps trying for at least 10 minutes, a silent hang when the engine is down; this still rides over a
+# Spark Connect server restart.
 CONNECT_RETRIES = 5
 
 
