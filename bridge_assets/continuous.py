@@ -1,7 +1,8 @@
 """Continuous mode: one long-lived run keeps moving records and records the position every commit interval.
 
-A connector with a stream (`ConnectorPlugin.open_stream`) moves records as they arrive, and the run reads the
-stream's progress every commit interval (`follow_stream`); any other loops micro-batches (`loop_batches`).
+A bridge whose connector streams its config (`ConnectorPlugin.has_stream`) moves records as they arrive, and the
+run reads the stream's progress every commit interval (`follow_stream`); any other loops micro-batches
+(`loop_batches`).
 
 Between commits the batches moved are added up in a `CommitWindow`; a commit is one materialization of
 the bridge's asset carrying the position after the window's last batch (every record before it was

@@ -96,7 +96,7 @@ class ContinuousRun:
                 # The host's streams share a job's tasks (and their Python workers): as many as its members'
                 # largest stream_tasks.
                 tasks = max(b.continuous.stream_tasks for b in self._bridges.values())
-                streams = {b.name for b in self._bridges.values() if b.plugin.open_stream is not None}
+                streams = {b.name for b in self._bridges.values() if b.plugin.has_stream(b)}
                 gather_s = max(b.continuous.commit_interval_ms for b in self._bridges.values()) / 1000 + 1
                 host = next(iter(self._bridges.values())).continuous.host
                 self._shared = SharedJob(spark, host, spark.getTags(), tasks, streams & self._wanted_now(), gather_s)
@@ -196,7 +196,7 @@ class ContinuousRun:
             def warn(text: str) -> None:
                 self._events.put(("warning", name, text))
 
-            if plugin.open_stream is not None:
+            if plugin.has_stream(bridge):
                 with joining(self._shared):  # the stream keeps the job it joined, for its restarts too
                     stream = plugin.open_stream(systems, moving, position)
                 commits: Iterator[Commit] = follow_stream(stream, looping.continuous, warn, member.stop)

@@ -61,7 +61,7 @@ def _describe(bridge: Bridge) -> str:
     c = bridge.continuous
     if bridge.mode == "batch":
         how = "One run moves one micro-batch."
-    elif bridge.plugin.open_stream is not None:
+    elif bridge.plugin.has_stream(bridge):
         how = "One run moves records as they arrive"
     else:
         how = f"One run loops micro-batches (every {c.trigger_interval_ms} ms when idle)"

@@ -12,7 +12,7 @@ from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
     KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
 )
-from connectors.kafka.sink_plugin import sink_deliver
+from connectors.kafka.sink_plugin import KafkaSink, sink_deliver
 from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Systems
 
@@ -73,6 +73,25 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
                                warnings=report.warnings + problem)
 
 
+def _replica_writer(systems: Systems, bridge: Bridge, kafka: KafkaAdmin):
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka_sink.write import ReplicaWriter, prepare_targets
+
+    config = bridge.config
+    target = KafkaAdmin(config.target_connection())
+    return functools.partial(ReplicaWriter, prepare_targets(config, kafka, target, bridge.batch.outage_timeout_seconds))
+
+
+# The always-on stream, for a config without consumer-group checkpoints: a checkpoint pairs a delivered source range
+# with the target offsets it landed at, which the stream's tasks do not report (such a config loops micro-batches).
+# A round waits 5 ms for more records, its producer's linger.ms.
+SINK = KafkaSink(prepare=_replica_writer, linger_s=lambda config: 0.005)
+
+
+def _streams(config: KafkaSinkConfig) -> bool:
+    return not config.checkpoints and not config.exactly_once
+
+
 def _cluster_label(bootstrap_servers: str) -> str:
     # The target cluster's first address as one asset key part: a topic of the same name on the source
     # cluster is another asset.
@@ -106,4 +125,6 @@ CONNECTOR = ConnectorPlugin(
     writes=_writes,
     keys=SINK_KEYS,
     exactly_once_modes=("batch",),
+    open_stream=SINK.open_stream,
+    streams=_streams,
 )

@@ -23,6 +23,7 @@ import boto3
 import pulsar
 import pytest
 import yaml
+from confluent_kafka import Consumer, TopicPartition
 from dagster import AssetKey, DagsterInstance
 from google.cloud import pubsub_v1
 
@@ -43,6 +44,7 @@ class Case:
 
     connector: str
     position_key: str | None = None  # metadata entry holding the position; None: the connector keeps none
+    always_on = True  # its continuous run is a stream (commits count progress reads), not a loop of micro-batches
 
     def __init__(self, unique: str, tmp_path: Path):
         self.unique, self.tmp_path = unique, tmp_path
@@ -124,6 +126,7 @@ class LiteSink(KafkaSourced):
 
 class Archive(KafkaSourced):
     connector = "S3BlockGzipSinkConnector"
+    always_on = False
 
     def __init__(self, unique, tmp_path):
         super().__init__(unique, tmp_path)
@@ -138,6 +141,32 @@ class Archive(KafkaSourced):
     def arrived(self):
         return [line.decode() for p in (0, 1)
                 for _, line in read_from_offset(self.s3, self.bucket, "c", self.topic, p, 0)]
+
+
+class KafkaReplica(KafkaSourced):
+    """Kafka -> the second cluster without consumer-group checkpoints: an always-on stream."""
+
+    connector = "KafkaSinkConnector"
+
+    def __init__(self, unique, tmp_path):
+        super().__init__(unique, tmp_path)
+        self.consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+                                  "group.id": "check", "enable.auto.commit": False})
+        self.received: list[str] = []
+        self.assigned = False
+
+    def config(self):
+        return {"topics": self.topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+                "emit.checkpoints.enabled": "false"}
+
+    def arrived(self):
+        if not self.assigned:  # the bridge makes the target topic
+            if self.topic not in self.consumer.list_topics(timeout=10).topics:
+                return self.received
+            self.consumer.assign([TopicPartition(self.topic, p, 0) for p in (0, 1)])
+            self.assigned = True
+        self.received += [m.value().decode() for m in self.consumer.consume(1000, timeout=0.5) if m.error() is None]
+        return self.received
 
 
 class KinesisSink(KafkaSourced):
@@ -258,7 +287,8 @@ def start(command, env, log: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-@pytest.mark.parametrize("case_type", [CloudSink, LiteSink, KinesisSink, PulsarSink, Archive, CloudSource, LiteSource])
+@pytest.mark.parametrize("case_type", [CloudSink, LiteSink, KinesisSink, PulsarSink, KafkaReplica, Archive, CloudSource,
+                                       LiteSource])
 def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spark_remote, tmp_path, unique, case_type):
     case = case_type(unique, tmp_path)
     command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
@@ -325,3 +355,5 @@ def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spar
     # One line per commit interval (and one at the end), not per micro-batch.
     commit_lines = [line for line in lines if " moved in " in line or "nothing moved" in line]
     assert 1 <= len(commit_lines) < 60, lines
+    unit = "progress reads" if case.always_on else "micro-batches"
+    assert any(unit in line for line in commit_lines), commit_lines

@@ -7,6 +7,7 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint
 
 import pytest
+import yaml
 from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 from pydantic import Field
 
@@ -118,3 +119,19 @@ def test_the_plugin_signal_drives_the_sensor():
         counter.head = 9
         assert evaluate().run_requests[0].run_key != first.run_key
         assert sensor(context()).run_key == evaluate().run_requests[0].run_key  # a direct call, as tests make
+
+
+@pytest.mark.parametrize("keys, streams", [
+    ({}, False),  # MirrorMaker 2's consumer-group checkpoints by default: they need the batch's target offsets
+    ({"emit.checkpoints.enabled": "false"}, True),
+    ({"target.partition": "key"}, True),  # no checkpoints without the same partitions
+])
+def test_a_kafka_sink_streams_in_continuous_mode_only_without_checkpoints(tmp_path, keys, streams):
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": "replica", "connector": "KafkaSinkConnector", "mode": "continuous",
+                                                 "config": {"topics": "orders", "target.bootstrap.servers": "t:9092",
+                                                            **keys}}]}))
+    [bridge] = load_bridges(path)
+    assert bridge.plugin.has_stream(bridge) is streams
+    [asset] = build_bridge_assets([bridge])
+    assert ("moves records as they arrive" in asset.specs_by_key[AssetKey("replica")].description) is streams
