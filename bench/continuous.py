@@ -5,8 +5,8 @@ timestamp (Kinesis sink), the Pulsar broker's publish time (Pulsar sink), the S3
 offset (archive), the Kafka broker's LogAppendTime (both sources). Then the bridge idles: CPU of the run's process
 tree and of the engine's over 20 s, as % of one core.
 
-The Java connector (seed defaults, tasks.max=2) runs the Cloud sink row's same harness beside it. Both Cloud sink
-rows, the Kinesis and Pulsar rows and both source rows first move WARM_UP_RECORDS that are not measured: the fair
+The Java connector (seed defaults, tasks.max=2) runs the Cloud sink's and the Cloud source's rows' harness beside
+them. The Cloud sink rows, the Kinesis and Pulsar rows and both source rows first move WARM_UP_RECORDS that are not measured: the fair
 reference is a warm worker, and ours is measured warm too.
 
     python -m bench.continuous [--seconds 120] [--rate 1000]   (a stack of its own, like python -m bench)
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -243,20 +243,18 @@ def cloud_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dic
 
 
 @contextmanager
-def java_cloud_sink_worker(topic: str) -> Iterator[subprocess.Popen]:
-    """The Java connector (seed defaults, tasks.max=2) in a Connect worker, sinking `topic` to the Pub/Sub topic of
-    the same name, once its partitions are assigned; stopped when the block ends."""
+def java_worker(name: str, connector: dict[str, str], ready_line: str | None = None) -> Iterator[subprocess.Popen]:
+    """The Java connector (1.3.3) in a Connect standalone worker running `connector`, once `ready_line` is in its log
+    (or at once); stopped when the block ends."""
     from bench.java_reference import java_reference
 
     folder = BENCH_STACK_HOME / "java-continuous"
     shutil.rmtree(folder, ignore_errors=True)
     with java_reference(folder) as reference:
-        worker, log, _ = reference._start(unique_name("java-cont"), {
-            "connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector", "tasks.max": "2",
-            "topics": topic, "cps.project": PROJECT, "cps.topic": topic})
+        worker, log, _ = reference._start(unique_name(name), connector)
         try:
             deadline = time.monotonic() + 120
-            while "Adding newly assigned partitions" not in log.read_text(errors="replace"):
+            while ready_line and ready_line not in log.read_text(errors="replace"):
                 if worker.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the Java worker did not start:\n{log.read_text()[-3000:]}")
                 time.sleep(0.2)
@@ -264,6 +262,21 @@ def java_cloud_sink_worker(topic: str) -> Iterator[subprocess.Popen]:
         finally:
             worker.terminate()
             worker.wait(30)
+
+
+def java_cloud_sink_worker(topic: str) -> AbstractContextManager[subprocess.Popen]:
+    """The Java sink (seed defaults, tasks.max=2) from `topic` to the Pub/Sub topic of the same name, once its
+    partitions are assigned."""
+    return java_worker("java-cont", {"connector.class": "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
+                                     "tasks.max": "2", "topics": topic, "cps.project": PROJECT, "cps.topic": topic},
+                       "Adding newly assigned partitions")
+
+
+def java_idle_cpu(worker: subprocess.Popen) -> dict:
+    time.sleep(8)
+    before = tree_cpu_seconds(worker.pid)
+    time.sleep(IDLE_SECONDS)
+    return {"idle_run_cpu_pct": round(100 * (tree_cpu_seconds(worker.pid) - before) / IDLE_SECONDS, 1)}
 
 
 def java_cloud_sink(rate: float, seconds: float) -> dict:
@@ -277,12 +290,7 @@ def java_cloud_sink(rate: float, seconds: float) -> dict:
         arrivals.warm_up(topic)
         sent = produce_steady(topic, rate, seconds)
         arrivals.wait_for(sent)
-        result = summary(arrivals.latencies, sent)
-        time.sleep(8)
-        before = tree_cpu_seconds(worker.pid)
-        time.sleep(IDLE_SECONDS)
-        result["idle_run_cpu_pct"] = round(100 * (tree_cpu_seconds(worker.pid) - before) / IDLE_SECONDS, 1)
-        return result
+        return summary(arrivals.latencies, sent) | java_idle_cpu(worker)
 
 
 def lite_sink(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
@@ -445,6 +453,31 @@ def cloud_source(remote: str, engine_pid: int, rate: float, seconds: float) -> d
         return summary(latencies, sent) | idle_cpu(run.pid, engine_pid)
 
 
+def java_cloud_source(rate: float, seconds: float) -> dict:
+    """The Cloud source row's harness against the Java connector (seed defaults, tasks.max=2) in a Connect worker:
+    the same subscription, Kafka topic (LogAppendTime), publisher and warm-up."""
+    from google.cloud import pubsub_v1
+
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    fresh_pubsub()
+    name = unique_name("cont-java-src")
+    topic, subscription = pubsub_topic(name)
+    KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"])).create_topic(
+        name, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    publisher = pubsub_v1.PublisherClient(pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.005))
+    with java_worker("java-cont-src", {
+            "connector.class": "com.google.pubsub.kafka.source.CloudPubSubSourceConnector", "tasks.max": "2",
+            "cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1], "kafka.topic": name}) as worker:
+        futures = []
+        warm_up_source(lambda value: futures.append(publisher.publish(topic, value)), name)
+        sent = steady(lambda now: futures.append(publisher.publish(topic, repr(now).encode())), rate, seconds)
+        [f.result(60) for f in futures]
+        latencies = kafka_arrivals(name, sent)
+        return summary(latencies, sent) | java_idle_cpu(worker)
+
+
 def lite_source(remote: str, engine_pid: int, rate: float, seconds: float) -> dict:
     from google.cloud.pubsublite.cloudpubsub import PublisherClient
 
@@ -477,17 +510,21 @@ ROWS = {
     "CloudPubSubSourceConnector": cloud_source,
     "PubSubLiteSourceConnector": lite_source,
 }
+# The Java connector's rows through the same harness (its other connectors are not measured this way): result key.
+JAVA_ROWS = {"CloudPubSubSinkConnector": ("java_cloud_sink", java_cloud_sink),
+             "CloudPubSubSourceConnector": ("java_cloud_source", java_cloud_source)}
 
 
 def measure_continuous(stack, rate: float, seconds: float, log: Callable[[str], None] = print,
                        only: list[str] | None = None) -> dict:
-    """Every row (or the connectors in `only`; the Java row then only with "java")."""
+    """Every row (or the connectors in `only`; their Java rows then only with "java")."""
     remote = stack.env()["BRIDGE_SPARK_REMOTE"]
     engine_pid = {s.name: s.pid for s in stack.status()}["spark"]
     results = {"rate_per_s": rate, "seconds": seconds, "settings": CONTINUOUS, "rows": {}}
-    if not only or "java" in only:
-        log("continuous mode: Java reference, Cloud Pub/Sub sink ...")
-        results["java_cloud_sink"] = java_cloud_sink(rate, seconds)
+    for connector, (key, measure_java) in JAVA_ROWS.items():
+        if not only or ("java" in only and connector in only):
+            log(f"continuous mode: Java reference, {connector} ...")
+            results[key] = measure_java(rate, seconds)
     for connector, measure in ROWS.items():
         if not only or connector in only:
             log(f"continuous mode: {connector} ...")
@@ -499,10 +536,12 @@ def render_continuous(results: dict) -> list[str]:
     """The README's table for a `measure_continuous` result."""
     lines = ["| bridge | send → arrival p50 | p99 | max | idle: run | idle: engine |",
              "| --- | --- | --- | --- | --- | --- |"]
-    rows = [(f"{name} (ours)" if name == "CloudPubSubSinkConnector" else name, r)
+    rows = [(f"{name} (ours)" if JAVA_ROWS.get(name, ("",))[0] in results else name, r)
             for name, r in results["rows"].items()]
-    if "java_cloud_sink" in results:
-        rows.insert(1, ("CloudPubSubSinkConnector (Java 1.3.3, tasks.max=2)", results["java_cloud_sink"]))
+    for connector, (key, _) in JAVA_ROWS.items():
+        if key in results:
+            at = next((i + 1 for i, (name, _) in enumerate(rows) if name.startswith(connector)), len(rows))
+            rows.insert(at, (f"{connector} (Java 1.3.3, tasks.max=2)", results[key]))
     for name, r in rows:
         engine = f"{r['idle_engine_cpu_pct']} %" if r.get("idle_engine_cpu_pct") is not None else "–"
         lines.append(f"| {name} | {r['p50_s']:.2f} s | {r['p99_s']:.2f} s | {r['max_s']:.1f} s | "
@@ -514,7 +553,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--rate", type=float, default=1000)
-    parser.add_argument("--only", help="comma-separated connector names (and/or java) to measure alone")
+    parser.add_argument("--only", help="comma-separated connector names to measure alone; with java, their "
+                        "Java rows too (the Cloud Pub/Sub sink and source have one)")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "continuous.json"))
     args = parser.parse_args()
     with bench_stack() as stack:
