@@ -139,6 +139,15 @@ def pubsub_java_connector_plugin() -> Path:
     return target
 
 
+def spark_kafka_jars() -> Path:
+    """Folder with Spark Structured Streaming's Kafka source and its clients (bench.streaming_shapes only)."""
+    target = cache_dir() / "spark-sql-kafka-libs"
+    if not target.is_dir():
+        _copy_maven_dependencies("Spark's Kafka source 4.2.0 (spark-sql-kafka)",
+                                 STACK_FILES / "maven" / "spark-sql-kafka.pom.xml", target, transitive=False)
+    return target
+
+
 def pstest_binary() -> Path:
     """Google's pstest fake Pub/Sub server, built from our small Go main."""
     source = STACK_FILES / "pstest"
