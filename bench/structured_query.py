@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import signal
+import sys
 import threading
 
 from bench.data import PROJECT
@@ -38,6 +39,7 @@ class PubSubForeach:
             future.result(60)
 
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--topic", required=True)
@@ -48,6 +50,7 @@ def main() -> None:
 
     from bridgectl.fetch import spark_kafka_jars
 
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the Python workers: this virtualenv's (a local session reads it)
     spark = (SparkSession.builder.master(f"local[{PARTITIONS}]")
              .config("spark.jars", ",".join(str(jar) for jar in sorted(spark_kafka_jars().glob("*.jar"))))
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(PARTITIONS))
