@@ -78,7 +78,9 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu_seconds(*roots: int) -> float:
-    """User plus system CPU seconds of the live processes in these trees (all threads), from /proc."""
+    """User plus system CPU seconds of the live processes in these trees (all threads) and of the children they reaped,
+    from /proc. The reaped ones count: Spark's Python workers come and go (an idle one exits), and a worker that
+    exited during a measurement would otherwise take all its CPU, from before the measurement too, out of the sum."""
     total, stack, seen = 0, list(roots), set()
     while stack:
         pid = stack.pop()
@@ -87,7 +89,8 @@ def tree_cpu_seconds(*roots: int) -> float:
         seen.add(pid)
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+            # utime, stime, cutime, cstime (fields 14 to 17 of stat): a process's own and its reaped children's
+            total += sum(int(field) for field in fields[11:15])
         except (OSError, IndexError):
             continue
         stack += children(pid)
