@@ -140,9 +140,6 @@ class ConnectorPlugin:
     watcher: Callable[[Systems, Bridge], Callable[[Any], bool]] | None = None
     # Continuous mode's always-on delivery, started from a position; None: a continuous run loops `run_batch`.
     open_stream: Callable[[Systems, Bridge, Any], Stream] | None = None
-    # Whether a config's continuous mode is that stream; a config it says no to loops `run_batch` (so a plugin that
-    # can say no gives a signal or a watcher too).
-    streams: Callable[[ConnectorConfig], bool] = lambda config: True
     # Why this config's delivery needs each Kafka partition's records in order (then batch.min_partitions never
     # splits its ranges), or None when order does not matter to it. Undeclared: order is needed.
     partition_order: Callable[[ConnectorConfig], str | None] = lambda config: PARTITION_ORDER_KEPT
@@ -156,7 +153,7 @@ class ConnectorPlugin:
 
     def has_stream(self, bridge: Bridge) -> bool:
         """Whether `bridge` moves as an always-on stream in continuous mode (else its run loops micro-batches)."""
-        return self.open_stream is not None and self.streams(bridge.config)
+        return self.open_stream is not None
 
     def watch(self, systems: Systems, bridge: Bridge) -> Callable[[Any], bool]:
         if self.watcher is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from connectors.kafka.sink_tally import COUNTERS
 
@@ -20,15 +20,40 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Landed:
+    """Where a sink writing to Kafka put the partition's last acknowledged record: the source position past it and the
+    target offset past its copy (the pair MirrorMaker 2 calls an offset sync)."""
+
+    source: int
+    target: int
+
+
+class Landings(Protocol):
+    """A sink writing to Kafka, on the driver of its always-on stream: where each start of the stream begins, and
+    where the records delivered since the last progress read landed (SinkTally.landed). The Kafka sink writes
+    MirrorMaker 2's checkpoints from them."""
+
+    def started(self, position: Offsets) -> None:
+        """The stream (again) starts at `position`: nothing of it has landed yet."""
+
+    def landed(self, places: dict[tuple[str, int], Landed]) -> tuple[dict[str, int], tuple[str, ...]]:
+        """Each partition's last record delivered since the last call, and where it landed; returns counts to add to
+        the progress report and warnings."""
+
+
+@dataclass(frozen=True)
 class DeliveredCommit:
     """One partition's position and counts as a stream or a batch commits them (Kafka offset commit metadata)."""
 
     writer_id: str  # the stream's or the batch's id
     counts: dict[str, int]
+    landed: Landed | None = None  # a Kafka target's: where the last record delivered landed
 
     def to_metadata(self) -> str:
-        return json.dumps({"stream": self.writer_id, "counts": [self.counts.get(n, 0) for n in COUNTERS]},
-                          separators=(",", ":"))
+        value: dict = {"stream": self.writer_id, "counts": [self.counts.get(n, 0) for n in COUNTERS]}
+        if self.landed is not None:
+            value["landed"] = [self.landed.source, self.landed.target]
+        return json.dumps(value, separators=(",", ":"))
 
     @staticmethod
     def from_metadata(text: str | None) -> DeliveredCommit | None:
@@ -36,7 +61,9 @@ class DeliveredCommit:
         try:
             value = json.loads(text or "")
             # A commit made before a count was added (an upgrade) has fewer: those are 0.
-            return DeliveredCommit(value["stream"], {**dict.fromkeys(COUNTERS, 0), **dict(zip(COUNTERS, value["counts"]))})
+            landed = Landed(*value["landed"]) if "landed" in value else None
+            return DeliveredCommit(value["stream"], {**dict.fromkeys(COUNTERS, 0), **dict(zip(COUNTERS, value["counts"]))},
+                                   landed)
         except (ValueError, KeyError, TypeError):
             return None
 

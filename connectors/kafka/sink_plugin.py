@@ -14,6 +14,7 @@ from connectors.plugin import BatchReport, Bridge, Systems
 
 if TYPE_CHECKING:  # Spark, Arrow and the Kafka clients are imported by runs, not by the code location's load
     from connectors.kafka.admin import KafkaAdmin, Offsets
+    from connectors.kafka.delivered import Landings
     from connectors.kafka.sink_writer import OpenWriter
     from connectors.kafka.spark_read import Deliver
 
@@ -27,10 +28,13 @@ class KafkaSink:
     """A Kafka-reading sink, as its plugin declares it to the shared driver: `prepare` runs on the driver before each
     batch and each stream start (checks, lookups: Kafka Connect's SinkConnector.start) and returns how a task opens
     its writer (sink_writer.SinkWriter); `linger_s` is how long an always-on round waits for more records, after
-    the sink's own client's batching delay. Its `run_batch` and `open_stream` are the plugin's."""
+    the sink's own client's batching delay; `landings`, for a sink writing to Kafka, what its stream does with where
+    records landed. Its `run_batch` and `open_stream` are the plugin's."""
 
     prepare: Callable[[Systems, Bridge, KafkaAdmin], OpenWriter]
     linger_s: Callable[[ConnectorConfig], float] = lambda config: DEFAULT_LINGER_S
+    # A sink whose writer reports where records landed (SinkTally.landed): its stream's Landings, made at its open.
+    landings: Callable[[Systems, Bridge, KafkaAdmin], Landings | None] | None = None
 
     def deliver(self, systems: Systems, bridge: Bridge, kafka: KafkaAdmin) -> Deliver:
         return sink_deliver(bridge.name, bridge.config, kafka, self.prepare(systems, bridge, kafka))
@@ -47,8 +51,10 @@ class KafkaSink:
     def open_stream(self, systems: Systems, bridge: Bridge, position: Offsets | None):
         from connectors.kafka.sink_stream import open_kafka_sink_stream
 
-        deliver = self.deliver(systems, bridge, systems.kafka.admin())
-        return open_kafka_sink_stream(systems, bridge, position, deliver, self.linger_s(bridge.config))
+        kafka = systems.kafka.admin()
+        deliver = self.deliver(systems, bridge, kafka)
+        landings = self.landings(systems, bridge, kafka) if self.landings is not None else None
+        return open_kafka_sink_stream(systems, bridge, position, deliver, self.linger_s(bridge.config), landings)
 
 
 def sink_deliver(bridge_name: str, config: ConnectorConfig, kafka: KafkaAdmin, open_writer: OpenWriter) -> Deliver:

@@ -8,6 +8,7 @@ stopped and started again from the position reached, with the new partition assi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import TopicPartition
 
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
-from connectors.kafka.delivered import DeliveredCommit, past_delivered
+from connectors.kafka.delivered import DeliveredCommit, Landed, Landings, past_delivered
 from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.range_reader import ReaderSettings
@@ -27,16 +28,17 @@ from connectors.kafka.stream_task import StreamSettings, stream_partitions
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from connectors.plugin import Bridge
+    from connectors.plugin import BatchReport, Bridge
 
 
 class KafkaSinkStream(LeasedJob):
     """A running always-on Kafka sink; `progress()` is what its tasks committed since the last call."""
 
     def __init__(self, spark: SparkSession, kafka: KafkaAdmin, bridge: Bridge, deliver: Deliver, linger_s: float,
-                 recorded: Offsets):
+                 recorded: Offsets, landings: Landings | None = None):
         super().__init__(spark, bridge, kafka.connection.librdkafka_config())
-        self._kafka, self._deliver, self._linger_s = kafka, deliver, linger_s
+        self._kafka, self._deliver, self._linger_s, self._landings = kafka, deliver, linger_s, landings
+        self._landed_unreported: dict[tuple[str, int], Landed] = {}
         self._reported_at = time.monotonic()
         self._skipped_unreported: dict[str, int] = {}
         self._seen: dict[tuple[str, int], dict[str, int]] = {}  # counts of the stream's commits read so far
@@ -55,6 +57,8 @@ class KafkaSinkStream(LeasedJob):
             self._position = past_delivered(kafka, self._bridge.consumer_group, self._partitions, plan.next_offsets)
         self._skipped_unreported.update(plan.skipped_by_retention)
         self._seen = {}
+        if self._landings is not None:
+            self._landings.started(self._position)
         starts = sorted((t, p, o) for t, ps in self._position.items() for p, o in ps.items())
         tasks = max(1, min(self._bridge.continuous.stream_tasks, len(starts)))
         assignments = [starts[i::tasks] for i in range(tasks)]
@@ -93,9 +97,19 @@ class KafkaSinkStream(LeasedJob):
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started
         report = sink_report(result)
+        if self._landings is not None:
+            report = self._report_landed(report)
         t = result.totals
         return self._with_stream_facts(report, restarted, f"{t['records']} records read, {t['published']} published; "
                                                           f"{result.plan.lag_after()} behind")
+
+    def _report_landed(self, report: BatchReport) -> BatchReport:
+        """Where the records delivered since the last look landed, to the sink's Landings; the counts it returns are
+        added to the progress report (and add up over a commit interval)."""
+        counts, warnings = self._landings.landed(self._landed_unreported)
+        self._landed_unreported = {}
+        return dataclasses.replace(report, values={**report.values, **counts}, counters=(*report.counters, *counts),
+                                   warnings=(*report.warnings, *warnings))
 
     def _absorb_commits(self, result: SinkBatchResult) -> None:
         """Adds the stream's commits since the last look to `result` and moves the position up to them."""
@@ -106,6 +120,8 @@ class KafkaSinkStream(LeasedJob):
                 continue  # not this stream's: an earlier run's, or Kafka Connect's own
             if offset > self._position[topic][partition]:
                 self._position[topic][partition] = offset
+            if commit.landed is not None:
+                self._landed_unreported[(topic, partition)] = commit.landed
             seen = self._seen.get((topic, partition), dict.fromkeys(COUNTERS, 0))
             counts = {name: commit.counts[name] - seen[name] for name in COUNTERS}
             if commit.counts != seen:
@@ -118,7 +134,7 @@ class KafkaSinkStream(LeasedJob):
 
 
 def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, deliver: Deliver,
-                           linger_s: float) -> KafkaSinkStream:
+                           linger_s: float, landings: Landings | None = None) -> KafkaSinkStream:
     """A Kafka sink's always-on delivery, run in the run's Spark session (sink_plugin.KafkaSink.open_stream)."""
     with systems.spark.batch_session(bridge.name) as spark:
-        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, deliver, linger_s, position or {})
+        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, deliver, linger_s, position or {}, landings)

@@ -37,8 +37,10 @@ class PartitionCounts:
 # read by then was acknowledged).
 COUNTERS = (*(f.name for f in dataclasses.fields(PartitionCounts)), *LATENCY_FIELDS)
 # refusals: the first few records the dead-letter topic refused, one "topic .. partition .. offset ..: why"
-# per line, so that the run's metadata names them.
-SUMMARY_SCHEMA = "topic string, partition int, " + ", ".join(f"{name} long" for name in COUNTERS) + ", refusals string"
+# per line, so that the run's metadata names them. landed_source, landed_target: for a sink writing to Kafka, the
+# source position past the last record acknowledged and the target offset past its copy (null for other sinks).
+SUMMARY_SCHEMA = ("topic string, partition int, " + ", ".join(f"{name} long" for name in COUNTERS)
+                  + ", refusals string, landed_source long, landed_target long")
 REFUSALS_NAMED = 10
 
 
@@ -51,6 +53,7 @@ class SinkTally:
         self._dlq: DeadLetterQueue | None = None  # opened on the first dead letter only
         self._refusals: dict[tuple[str, int], list[str]] = collections.defaultdict(list)
         self._sent: dict[tuple[str, int], list[pa.Array]] = collections.defaultdict(list)  # Kafka timestamps read
+        self._landed: dict[tuple[str, int], tuple[int, int]] = {}
 
     def of(self, record: KafkaRecord) -> PartitionCounts:
         return self.partition(record.topic, record.partition)
@@ -88,6 +91,12 @@ class SinkTally:
             self._sent[(row["topic"], row["partition"])].append(pc.filter(batch.column("timestamp_ms"), mine))
         return touched
 
+    def landed(self, topic: str, partition: int, source_position: int, target_position: int) -> None:
+        """A sink writing to Kafka: the record before `source_position` was acknowledged with its copy before
+        `target_position` (the pair with the furthest source position is kept)."""
+        if source_position > self._landed.get((topic, partition), (-1, -1))[0]:
+            self._landed[(topic, partition)] = (source_position, target_position)
+
     def reject(self, record: KafkaRecord, stage: str, error: BaseException) -> None:
         """A record that cannot be delivered; with errors.tolerance=none it fails the task."""
         if self._errors.errors_tolerance == "none":
@@ -123,10 +132,13 @@ class SinkTally:
     def summary(self) -> pa.RecordBatch:
         """The task's counts per partition; called once its records were delivered (or dead-lettered)."""
         now_ms = time.time_ns() // 1_000_000
-        rows = [{"topic": topic, "partition": partition, **dataclasses.asdict(counts),
-                 **latency_counts(self._sent.get((topic, partition), []), now_ms),
-                 "refusals": "\n".join(self._refusals.get((topic, partition), []))}
-                for (topic, partition), counts in self._counts.items()]
+        rows = []
+        for (topic, partition), counts in self._counts.items():
+            landed_source, landed_target = self._landed.get((topic, partition), (None, None))
+            rows.append({"topic": topic, "partition": partition, **dataclasses.asdict(counts),
+                         **latency_counts(self._sent.get((topic, partition), []), now_ms),
+                         "refusals": "\n".join(self._refusals.get((topic, partition), [])),
+                         "landed_source": landed_source, "landed_target": landed_target})
         return rows_batch(rows, SUMMARY_SCHEMA)
 
 
@@ -135,7 +147,7 @@ class TalliedBatch:
     when one is needed (a dead letter, an error message). Messages still out keep it alive."""
 
     def __init__(self, batch: pa.RecordBatch, tally: SinkTally):
-        self.batch = batch
+        self.batch, self.tally = batch, tally
         partitions = tally.read_batch(batch)
         self.single: PartitionCounts | None = None
         self.per_row: list[PartitionCounts] = []

@@ -5,9 +5,9 @@ bridge's Kafka Connect consumer group.
 A round is what arrived within the linger after its first record (at most `round_records`), delivered through
 the same `Deliver` a batch uses: it returns only once the target acknowledged every record of the round (or
 the dead-letter topic took it). Only then is the position past the round committed, with the counts moved
-since the stream began in the commit's metadata, so the driver (stream_driver.py) reads both in one call and
-records them as the asset's metadata. A task Spark starts again (a failed task, a lost executor) resumes
-from its stream's last commit, not from the stream's start.
+since the stream began (and, for a Kafka target, where the last record landed) in the commit's metadata, so the
+driver (sink_stream.py) reads them all in one call and records them as the asset's metadata. A task Spark starts
+again (a failed task, a lost executor) resumes from its stream's last commit, not from the stream's start.
 
 Commits go to the group Kafka Connect would use (`connect-<bridge>`), as a worker's offset flush does:
 `kafka-consumer-groups --describe` shows the bridge's lag as it shows a Java connector's.
@@ -23,7 +23,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.kafka.connection import client_logger
-from connectors.kafka.delivered import DeliveredCommit
+from connectors.kafka.delivered import DeliveredCommit, Landed
 from connectors.kafka.outages import KAFKA_UNREACHABLE_CODES
 from connectors.kafka.range_reader import ReaderSettings, arrow_batch
 from connectors.kafka.sink_tally import COUNTERS
@@ -75,6 +75,7 @@ class _Stream:
         })
         self.positions: dict[tuple[str, int], int] = {(t, p): o for t, p, o in starts}
         self.counts: dict[tuple[str, int], dict[str, int]] = {k: dict.fromkeys(COUNTERS, 0) for k in self.positions}
+        self.landed: dict[tuple[str, int], Landed] = {}  # a Kafka target's (DeliveredCommit.landed)
         self._resume_from_own_commits()
         self.committed = dict(self.positions)
         self.last_commit = time.monotonic()
@@ -88,6 +89,8 @@ class _Stream:
             if commit and commit.writer_id == self.settings.stream_id and tp.offset > self.positions[key]:
                 self.positions[key] = tp.offset
                 self.counts[key] = commit.counts
+                if commit.landed is not None:
+                    self.landed[key] = commit.landed
 
     def run(self) -> None:
         """Gathers the next round while the one before is delivered (one in flight: its acks do not hold up what
@@ -154,14 +157,17 @@ class _Stream:
         """Waits for a round's delivery (its failure fails the task) and moves the positions past it."""
         for summary in delivered.result():
             for row in summary.to_pylist():
-                counts = self.counts[(row["topic"], row["partition"])]
+                key = (row["topic"], row["partition"])
+                counts = self.counts[key]
                 for name in COUNTERS:
                     counts[name] += row[name]
+                if row["landed_source"] is not None:
+                    self.landed[key] = Landed(row["landed_source"], row["landed_target"])
         self.positions.update(ends)
 
     def _commit(self) -> None:
-        offsets = [TopicPartition(t, p, o, metadata=DeliveredCommit(self.settings.stream_id, self.counts[(t, p)])
-                                  .to_metadata())
+        offsets = [TopicPartition(t, p, o, metadata=DeliveredCommit(self.settings.stream_id, self.counts[(t, p)],
+                                                                    self.landed.get((t, p))).to_metadata())
                    for (t, p), o in self.positions.items() if o != self.committed.get((t, p))]
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)

@@ -1,13 +1,15 @@
 """MirrorMaker 2's consumer-group checkpoints, so that consumers of the source can fail over to the target at
-the right place: after each batch, every source group's committed offset on a replicated partition is
-translated into the target's offset and written to `<source alias>.checkpoints.internal` on the target in MM2's
-wire format (what `RemoteClusterUtils.translateOffsets` and MM2-aware tools read); with
+the right place: after each batch (or each interval of a stream), every source group's committed offset on a
+replicated partition is translated into the target's offset and written to `<source alias>.checkpoints.internal`
+on the target in MM2's wire format (what `RemoteClusterUtils.translateOffsets` and MM2-aware tools read); with
 `sync.group.offsets.enabled` it is also committed to the same group on the target, as MM2 does, when that
 group has no active member there (and only forward).
 
 How offsets translate: one batch replicates, per partition, the source range [start, end) into the target
 range between the target's end offsets before and after the batch (only this bridge writes its target
-partitions, one run at a time). When both ranges have the same length (no record skipped, dead-lettered or
+partitions, one run at a time). An always-on stream's range runs from the target's end offsets where the stream
+started, or from the end of the range written last, to where its last record acknowledged landed
+(plugin._StreamCheckpoints), every emit.checkpoints.interval.seconds. When both ranges have the same length (no record skipped, dead-lettered or
 compacted away), every offset maps exactly; otherwise only the ends do, and an offset inside maps to the
 target range's start: the consumer reads some records again, it never skips one. A group behind the batch's
 range keeps the checkpoint an earlier batch wrote (the topic is compacted by group and partition).

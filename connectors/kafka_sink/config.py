@@ -49,6 +49,10 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Exact
         True, alias="emit.checkpoints.enabled",
         description="after each batch, MirrorMaker 2's consumer-group checkpoints on the target "
                     "(with target.partition=same)")
+    emit_checkpoints_interval_seconds: float = Field(
+        60, alias="emit.checkpoints.interval.seconds", gt=0,
+        description="in continuous mode, how often the checkpoints are written (MirrorMaker 2's key and default); "
+                    "a batch writes them after each batch")
     sync_group_offsets_enabled: bool = Field(
         False, alias="sync.group.offsets.enabled",
         description="also commit the translated offsets to the same group on the target, when that group has no "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # Spark and the Kafka clients are imported by runs, not by th
 
     from connectors.bridge import BatchSettings
     from connectors.kafka.admin import KafkaAdmin, Offsets
+    from connectors.kafka.delivered import Landed, Landings
     from connectors.kafka.sink_batch import SinkBatchResult
 
 
@@ -82,14 +84,56 @@ def _replica_writer(systems: Systems, bridge: Bridge, kafka: KafkaAdmin):
     return functools.partial(ReplicaWriter, prepare_targets(config, kafka, target, bridge.batch.outage_timeout_seconds))
 
 
-# The always-on stream, for a config without consumer-group checkpoints: a checkpoint pairs a delivered source range
-# with the target offsets it landed at, which the stream's tasks do not report (such a config loops micro-batches).
-# A round waits 5 ms for more records, its producer's linger.ms.
-SINK = KafkaSink(prepare=_replica_writer, linger_s=lambda config: 0.005)
+class _StreamCheckpoints:
+    """The always-on stream's checkpoints (its Landings), every emit.checkpoints.interval.seconds: the source range
+    delivered since the last ones and the target range it landed in translate the source groups' offsets, as a
+    batch's range does. A range starts where the stream starts, at the target's end offsets then (only this bridge
+    writes its target partitions); a range not yet written when the stream starts again (after a failure, or with a
+    new partition) is dropped: the groups in it keep their earlier checkpoints, from which a failover reads again
+    what it had read, and skips nothing."""
+
+    def __init__(self, config: KafkaSinkConfig, kafka: KafkaAdmin):
+        from connectors.kafka.admin import KafkaAdmin
+
+        self._config, self._kafka, self._target = config, kafka, KafkaAdmin(config.target_connection())
+        self._ranges: dict[tuple[str, int], tuple[Landed, Landed]] = {}  # (from, to) not written yet
+        self._written_at = time.monotonic()
+
+    def started(self, position: Offsets) -> None:
+        from connectors.kafka.delivered import Landed, Landings
+        from connectors.kafka_sink.checkpoints import target_ends
+
+        ends = target_ends(self._config, self._kafka, self._target)
+        self._ranges = {(topic, partition): (Landed(offset, ends[topic][partition]),) * 2
+                        for topic, offsets in position.items() for partition, offset in offsets.items()
+                        if partition in ends.get(topic, {})}
+
+    def landed(self, places: dict[tuple[str, int], Landed]) -> tuple[dict[str, int], tuple[str, ...]]:
+        from connectors.kafka_sink.checkpoints import OffsetSync, write_checkpoints
+
+        for key, place in places.items():
+            if key in self._ranges and place.source > self._ranges[key][1].source:
+                self._ranges[key] = (self._ranges[key][0], place)
+        moved = {key: (start, end) for key, (start, end) in self._ranges.items() if end.source > start.source}
+        if not moved or time.monotonic() - self._written_at < self._config.emit_checkpoints_interval_seconds:
+            return {"checkpoints_written": 0}, ()
+        self._written_at = time.monotonic()
+        syncs = {key: OffsetSync(start.source, end.source, start.target, end.target)
+                 for key, (start, end) in moved.items()}
+        try:  # as in a batch, checkpoints that cannot be written fail nothing: the range is tried again next time
+            written = write_checkpoints(self._config, self._kafka, self._target, syncs)
+        except Exception as exc:  # noqa: BLE001 - any failure here is reported the same way
+            return {"checkpoints_written": 0}, (f"consumer-group checkpoints not written: {type(exc).__name__}: {exc}",)
+        self._ranges.update({key: (end, end) for key, (_, end) in moved.items()})
+        return {"checkpoints_written": written}, ()
 
 
-def _streams(config: KafkaSinkConfig) -> bool:
-    return not config.checkpoints and not config.exactly_once
+def _stream_checkpoints(systems: Systems, bridge: Bridge, kafka: KafkaAdmin) -> Landings | None:
+    return _StreamCheckpoints(bridge.config, kafka) if bridge.config.checkpoints else None
+
+
+# The always-on stream. A round waits 5 ms for more records, its producer's linger.ms.
+SINK = KafkaSink(prepare=_replica_writer, linger_s=lambda config: 0.005, landings=_stream_checkpoints)
 
 
 def _cluster_label(bootstrap_servers: str) -> str:
@@ -126,5 +170,4 @@ CONNECTOR = ConnectorPlugin(
     keys=SINK_KEYS,
     exactly_once_modes=("batch",),
     open_stream=SINK.open_stream,
-    streams=_streams,
 )

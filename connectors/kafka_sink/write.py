@@ -59,20 +59,25 @@ class Sends:
         from confluent_kafka import KafkaException
 
         cfg = self.task.config
+        batch = slot.batch
+        columns = {name: batch.column(name).to_pylist()
+                   for name in ("topic", "partition", "key", "value", "headers", "timestamp_ms", "timestampType")}
+        # With checkpoints, where each record landed: an always-on stream pairs source and target positions from it.
+        offsets = batch.column("offset").to_pylist() if cfg.checkpoints else None
 
         def delivery(row: int):
             def report(error, message) -> None:
                 if error is None:
                     slot.counts(row).published += 1
+                    if offsets is not None:
+                        slot.tally.landed(columns["topic"][row], columns["partition"][row], offsets[row] + 1,
+                                          message.offset() + 1)
                 elif refused_for_good(error) and not self.in_transaction:
                     self.refused.append((slot, row, error))
                 else:
                     self.failed.append((slot, row, error))
             return report
 
-        batch = slot.batch
-        columns = {name: batch.column(name).to_pylist()
-                   for name in ("topic", "partition", "key", "value", "headers", "timestamp_ms", "timestampType")}
         for row in range(batch.num_rows):
             kwargs = {
                 "key": columns["key"][row], "value": columns["value"][row],

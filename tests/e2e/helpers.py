@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -38,6 +39,20 @@ def produce(topic: str, records: list[tuple[bytes | str | None, bytes | str | No
             producer.flush(30)
             producer.produce(topic, key=key, value=value, headers=headers)
     assert producer.flush(30) == 0
+
+
+def mm2_checkpoints(messages: list) -> dict[tuple[str, str, int], tuple[int, int, int]]:
+    """MirrorMaker 2 checkpoint records, read as (group, topic, partition) -> (version, upstream, downstream); the
+    last one of each key wins, as in the compacted topic."""
+    checkpoints = {}
+    for message in messages:
+        key, value = message.key(), message.value()
+        glen = struct.unpack_from(">h", key, 0)[0]
+        tlen = struct.unpack_from(">h", key, 2 + glen)[0]
+        where = (key[2:2 + glen].decode(), key[4 + glen:4 + glen + tlen].decode(),
+                 struct.unpack_from(">i", key, 4 + glen + tlen)[0])
+        checkpoints[where] = struct.unpack_from(">hqq", value, 0)
+    return checkpoints
 
 
 def produce_to_partition(topic: str, partition: int, values: list[str]) -> None:

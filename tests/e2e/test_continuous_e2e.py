@@ -144,7 +144,7 @@ class Archive(KafkaSourced):
 
 
 class KafkaReplica(KafkaSourced):
-    """Kafka -> the second cluster without consumer-group checkpoints: an always-on stream."""
+    """Kafka -> the second cluster without consumer-group checkpoints (with them: test_kafka_stream_e2e)."""
 
     connector = "KafkaSinkConnector"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import struct
 import time
 
 import pytest
@@ -15,7 +14,7 @@ from bridge_assets.definitions import build_definitions
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
 from resources import default_resources
-from tests.e2e.helpers import kafka_admin, materialize_bridge
+from tests.e2e.helpers import kafka_admin, materialize_bridge, mm2_checkpoints
 
 pytestmark = pytest.mark.e2e
 
@@ -143,14 +142,7 @@ def test_consumer_groups_fail_over_with_translated_offsets(stack, spark, tmp_pat
 
     metadata = materialize_bridge(defs, name)
     assert metadata["checkpoints_written"].value == 2
-    checkpoints = {}
-    for message in _read_target("primary.checkpoints.internal", 1, 2):
-        key, value = message.key(), message.value()
-        glen = struct.unpack_from(">h", key, 0)[0]
-        tlen = struct.unpack_from(">h", key, 2 + glen)[0]
-        where = (key[2:2 + glen].decode(), key[4 + glen:4 + glen + tlen].decode(),
-                 struct.unpack_from(">i", key, 4 + glen + tlen)[0])
-        checkpoints[where] = struct.unpack_from(">hqq", value, 0)
+    checkpoints = mm2_checkpoints(_read_target("primary.checkpoints.internal", 1, 2))
     assert checkpoints == {(group, target_topic, 0): (0, 12, 17), (group, target_topic, 1): (0, 20, 20)}
 
     target_consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "group.id": group,

@@ -1,5 +1,6 @@
 """The always-on streams (continuous mode) on the warm engine, as a user runs them: a partition added while they
-run, their task's Python worker killed (a task lost); for the Kafka sink, its commits in the Kafka Connect group."""
+run, their task's Python worker killed (a task lost); for the Kafka sinks, their commits in the Kafka Connect group
+and the Kafka -> Kafka sink's MirrorMaker 2 checkpoints."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from pathlib import Path
 import javaproperties
 import pytest
 import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 from dagster import AssetKey, DagsterInstance
 
 from bench.process_memory import children
+from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.connection import KafkaConnection
 from connectors.kafka.delivered import DeliveredCommit
-from tests.e2e.test_continuous_e2e import CONTINUOUS, CloudSink, recorded_position, start, wait_until
-from tests.e2e.helpers import cli_run, kafka_admin, produce_to_partition
+from tests.e2e.test_continuous_e2e import CONTINUOUS, CloudSink, KafkaReplica, recorded_position, start, wait_until
+from tests.e2e.helpers import cli_run, kafka_admin, mm2_checkpoints, produce_to_partition
 
 pytestmark = pytest.mark.e2e
 
@@ -42,13 +46,14 @@ def _python_workers(engine_pid: int) -> list[int]:
 
 
 def _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote: str, tmp_path: Path, case,
-                                                   add_partition) -> None:
+                                                   add_partition, sent_before: tuple[str, ...] = ()) -> None:
     """Runs the bridge as a user does and sends 50 records; `add_partition()` adds a partition while it runs, sends
     to it and returns what it sent; then the engine's Python workers are killed and 50 more are sent. Everything
-    arrives, at most the lost task's last round twice, and the run says it started again."""
+    (and `sent_before`, sent before the run) arrives, at most the lost task's last round twice, and the run says it
+    started again."""
     command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     run = start(command, env, tmp_path / "run.log")
-    sent: list[str] = []
+    sent: list[str] = list(sent_before)
     try:
         first = [f"a{i}" for i in range(50)]
         case.send(first)
@@ -140,3 +145,67 @@ def test_a_lite_source_stream_takes_a_new_lite_partition_and_survives_a_lost_tas
         return third
 
     _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote, tmp_path, case, add_partition)
+
+
+class KafkaReplicaWithCheckpoints(KafkaReplica):
+    """The Kafka -> Kafka sink's stream with MirrorMaker 2's checkpoints (its default) of one group, written every
+    second; its target topic made beforehand with three partitions and three older records in partition 0, so that
+    the target's offsets there are the source's plus three."""
+
+    def __init__(self, unique, tmp_path):
+        super().__init__(unique, tmp_path)
+        self.group, self.alias = f"failover-{unique}", f"src-{unique}"
+        target = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
+        KafkaAdmin(KafkaConnection(target)).create_topic(self.topic, 3)
+        filler = Producer({"bootstrap.servers": target, "log_level": 3})
+        for _ in range(3):
+            filler.produce(self.topic, value=b"older", partition=0)
+        assert filler.flush(30) == 0
+        self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(3)])
+        self.assigned = True
+
+    def config(self):
+        return {"topics": self.topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+                "source.cluster.alias": self.alias, "groups": self.group, "emit.checkpoints.interval.seconds": "1"}
+
+    def arrived(self):
+        return [value for value in super().arrived() if value != "older"]
+
+    def checkpoints(self) -> dict:
+        consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "group.id": "check",
+                             "enable.auto.commit": False})
+        try:
+            topic = f"{self.alias}.checkpoints.internal"
+            if topic not in consumer.list_topics(timeout=10).topics:
+                return {}
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            return mm2_checkpoints([m for m in consumer.consume(1000, timeout=2) if m.error() is None])
+        finally:
+            consumer.close()
+
+
+def test_a_kafka_replica_stream_writes_checkpoints_takes_a_new_partition_and_survives_a_lost_task(
+        stack, spark_remote, tmp_path, unique):
+    case = KafkaReplicaWithCheckpoints(unique, tmp_path)
+    before = [f"s{i}" for i in range(10)]
+    produce_to_partition(case.topic, 0, before)
+    # A consumer of the source that had read four of them: on the target it goes on from the fifth, at offset 7.
+    group = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": case.group,
+                      "enable.auto.commit": False})
+    group.commit(offsets=[TopicPartition(case.topic, 0, 4)], asynchronous=False)
+    group.close()
+    expected = {(case.group, case.topic, 0): (0, 4, 7)}
+
+    def add_partition() -> list[str]:
+        # Written while the stream runs (each interval's range), before anything starts the stream again.
+        wait_until(lambda: case.checkpoints() == expected, "the group's checkpoint was written")
+        kafka_admin()._admin.create_partitions([NewPartitions(case.topic, 3)])[case.topic].result(30)
+        third = [f"p2-{i}" for i in range(20)]
+        produce_to_partition(case.topic, 2, third)
+        return third
+
+    _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote, tmp_path, case, add_partition, tuple(before))
+    # The ranges after it (copies again after the lost task among them) leave the group's checkpoint as it was.
+    assert case.checkpoints() == expected
+    commits = kafka_admin().commits(f"connect-{case.name}", {case.topic: [0, 1, 2]})
+    assert sum(offset for offset, _ in commits.values()) == case.head()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import struct
 
+from connectors.kafka.delivered import DeliveredCommit, Landed
+from connectors.kafka.sink_tally import COUNTERS
 from connectors.kafka_sink.checkpoints import OffsetSync, checkpoint_key, checkpoint_value
 
 
@@ -32,3 +34,11 @@ def test_the_wire_format_is_mirror_makers():
     value = checkpoint_value(120, 27, "m")
     version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
     assert (version, upstream, downstream, _string(value, 18)) == (0, 120, 27, ("m", len(value)))
+
+
+def test_a_stream_commit_carries_where_its_last_record_landed_and_an_older_one_reads_without():
+    commit = DeliveredCommit("s1", dict.fromkeys(COUNTERS, 2), Landed(source=41, target=44))
+    assert DeliveredCommit.from_metadata(commit.to_metadata()) == commit
+    older = DeliveredCommit("s1", dict.fromkeys(COUNTERS, 2))  # a sink that is not Kafka's, or from before
+    assert '"landed"' not in older.to_metadata()
+    assert DeliveredCommit.from_metadata(older.to_metadata()).landed is None
