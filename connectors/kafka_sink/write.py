@@ -62,16 +62,17 @@ class Sends:
         batch = slot.batch
         columns = {name: batch.column(name).to_pylist()
                    for name in ("topic", "partition", "key", "value", "headers", "timestamp_ms", "timestampType")}
-        # With checkpoints, where each record landed: an always-on stream pairs source and target positions from it.
-        offsets = batch.column("offset").to_pylist() if cfg.checkpoints else None
+        # With checkpoints, where each partition's last record of the batch landed (an always-on stream pairs source
+        # and target positions from it): one row per partition, not a call per record acknowledged.
+        landing_rows = _last_row_per_partition(slot, columns) if cfg.checkpoints else frozenset()
 
         def delivery(row: int):
             def report(error, message) -> None:
                 if error is None:
                     slot.counts(row).published += 1
-                    if offsets is not None:
-                        slot.tally.landed(columns["topic"][row], columns["partition"][row], offsets[row] + 1,
-                                          message.offset() + 1)
+                    if row in landing_rows:
+                        slot.tally.landed(columns["topic"][row], columns["partition"][row],
+                                          batch.column("offset")[row].as_py() + 1, message.offset() + 1)
                 elif refused_for_good(error) and not self.in_transaction:
                     self.refused.append((slot, row, error))
                 else:
@@ -118,6 +119,12 @@ class Sends:
             tally.reject(slot.record(row), "KAFKA_PRODUCE", RecordError(f"the target Kafka refused it: {error.str()}"))
         self.refused = []
         tally.flush_dead_letters()
+
+
+def _last_row_per_partition(slot: TalliedBatch, columns: dict[str, list]) -> frozenset[int]:
+    if slot.single is not None:  # one partition (a task's range, a round's batch)
+        return frozenset({slot.batch.num_rows - 1})
+    return frozenset({(t, p): row for row, (t, p) in enumerate(zip(columns["topic"], columns["partition"]))}.values())
 
 
 class ReplicaWriter(SinkWriter):
