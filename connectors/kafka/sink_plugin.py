@@ -26,10 +26,10 @@ DEFAULT_LINGER_S = 0.05
 @dataclass(frozen=True)
 class KafkaSink:
     """A Kafka-reading sink, as its plugin declares it to the shared driver: `prepare` runs on the driver before each
-    batch and each stream start (checks, lookups: Kafka Connect's SinkConnector.start) and returns how a task opens
-    its writer (sink_writer.SinkWriter); `linger_s` is how long an always-on round waits for more records, after
-    the sink's own client's batching delay; `landings`, for a sink writing to Kafka, what its stream does with where
-    records landed. Its `run_batch` and `open_stream` are the plugin's."""
+    batch, at a stream's open and when its partitions change (checks, lookups: Kafka Connect's SinkConnector.start)
+    and returns how a task opens its writer (sink_writer.SinkWriter); `linger_s` is how long an always-on round waits
+    for more records, after the sink's own client's batching delay; `landings`, for a sink writing to Kafka, what its
+    stream does with where records landed. Its `run_batch` and `open_stream` are the plugin's."""
 
     prepare: Callable[[Systems, Bridge, KafkaAdmin], OpenWriter]
     linger_s: Callable[[ConnectorConfig], float] = lambda config: DEFAULT_LINGER_S
@@ -52,9 +52,11 @@ class KafkaSink:
         from connectors.kafka.sink_stream import open_kafka_sink_stream
 
         kafka = systems.kafka.admin()
-        deliver = self.deliver(systems, bridge, kafka)
+        # Prepared again when the source's partitions change (as Kafka Connect starts a connector again on a
+        # reconfiguration): a target may no longer fit the source.
+        prepare = functools.partial(self.deliver, systems, bridge, kafka)
         landings = self.landings(systems, bridge, kafka) if self.landings is not None else None
-        return open_kafka_sink_stream(systems, bridge, position, deliver, self.linger_s(bridge.config), landings)
+        return open_kafka_sink_stream(systems, bridge, position, prepare, self.linger_s(bridge.config), landings)
 
 
 def sink_deliver(bridge_name: str, config: ConnectorConfig, kafka: KafkaAdmin, open_writer: OpenWriter) -> Deliver:

@@ -3,7 +3,10 @@ consumer on their share of the partitions (stream_task.py), and the progress tho
 Kafka Connect group, read back as the bridge's position and counts.
 
 The job, its lease and its restarts are a LeasedJob's (leased_job.py). When the topics gain a partition the job is
-stopped and started again from the position reached, with the new partition assigned.
+stopped and started again from the position reached, with the new partition assigned, and the sink is prepared again
+first (its driver-side checks, as Kafka Connect starts a sink connector again on a reconfiguration: a Kafka target
+must still have as many partitions as its source): a check that fails ends the stream with its own message, its last
+commits recorded, before anything is sent to the new partition.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from confluent_kafka import TopicPartition
 
@@ -34,10 +37,11 @@ if TYPE_CHECKING:
 class KafkaSinkStream(LeasedJob):
     """A running always-on Kafka sink; `progress()` is what its tasks committed since the last call."""
 
-    def __init__(self, spark: SparkSession, kafka: KafkaAdmin, bridge: Bridge, deliver: Deliver, linger_s: float,
-                 recorded: Offsets, landings: Landings | None = None):
+    def __init__(self, spark: SparkSession, kafka: KafkaAdmin, bridge: Bridge, prepare: Callable[[], Deliver],
+                 linger_s: float, recorded: Offsets, landings: Landings | None = None):
         super().__init__(spark, bridge, kafka.connection.librdkafka_config())
-        self._kafka, self._deliver, self._linger_s, self._landings = kafka, deliver, linger_s, landings
+        self._kafka, self._prepare, self._linger_s, self._landings = kafka, prepare, linger_s, landings
+        self._deliver = prepare()
         self._landed_unreported: dict[tuple[str, int], Landed] = {}
         self._reported_at = time.monotonic()
         self._skipped_unreported: dict[str, int] = {}
@@ -87,6 +91,7 @@ class KafkaSinkStream(LeasedJob):
             partitions_now = kafka.partitions(config.topic_list() or None, config.topics_regex)
             if partitions_now != self._partitions and self._running:
                 # A partition came (or went): the job starts again with it, from where it got to.
+                self._deliver = self._prepare()  # a check that fails here leaves the running job to stop()
                 self._end_job()
                 self._absorb_commits(result)  # what the stopped job committed last
                 self._start()
@@ -133,8 +138,9 @@ class KafkaSinkStream(LeasedJob):
                 result.totals[name] += counts[name]
 
 
-def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, deliver: Deliver,
+def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, prepare: Callable[[], Deliver],
                            linger_s: float, landings: Landings | None = None) -> KafkaSinkStream:
-    """A Kafka sink's always-on delivery, run in the run's Spark session (sink_plugin.KafkaSink.open_stream)."""
+    """A Kafka sink's always-on delivery, run in the run's Spark session (sink_plugin.KafkaSink.open_stream);
+    `prepare` is the sink's driver-side preparation, run at its open and again when its partitions change."""
     with systems.spark.batch_session(bridge.name) as spark:
-        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, deliver, linger_s, position or {}, landings)
+        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, prepare, linger_s, position or {}, landings)

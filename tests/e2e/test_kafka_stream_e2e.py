@@ -209,3 +209,30 @@ def test_a_kafka_replica_stream_writes_checkpoints_takes_a_new_partition_and_sur
     assert case.checkpoints() == expected
     commits = kafka_admin().commits(f"connect-{case.name}", {case.topic: [0, 1, 2]})
     assert sum(offset for offset, _ in commits.values()) == case.head()
+
+
+def test_a_kafka_replica_stream_whose_source_gains_a_partition_its_target_lacks_ends_naming_both_counts(
+        stack, spark_remote, tmp_path, unique):
+    """The source topic gains a partition, the target (made by the stream, with the source's two) does not: the stream
+    ends at once with the batch's message, its last commit recorded, nothing of the new partition sent anywhere."""
+    case = KafkaReplica(unique, tmp_path)
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    run = start(command, env, tmp_path / "run.log")
+    try:
+        first = [f"a{i}" for i in range(50)]
+        case.send(first)
+        wait_until(lambda: set(first) <= set(case.arrived()), "the first records arrived")
+        kafka_admin()._admin.create_partitions([NewPartitions(case.topic, 3)])[case.topic].result(30)
+        produce_to_partition(case.topic, 2, [f"p2-{i}" for i in range(20)])
+        wait_until(lambda: run.poll() is not None, "the run ended", timeout_s=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGINT)
+            run.wait(60)
+    log = (tmp_path / "run.log").read_text()
+    assert run.returncode != 0, log[-3000:]
+    assert (f"target topic {case.topic} has 2 partitions, source topic {case.topic} has 3: target.partition=same "
+            "needs as many") in log, log[-3000:]
+    assert sorted(case.arrived()) == sorted(first)  # once each
+    assert recorded_position(env["DAGSTER_HOME"], case) == len(first)
+    assert kafka_admin().commits(f"connect-{case.name}", {case.topic: [2]}) == {}
