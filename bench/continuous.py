@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import contextlib
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -34,7 +35,7 @@ import yaml
 
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
 from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, lite_topic, pubsub_topic, unique_name
-from bench.process_memory import tree_cpu_seconds
+from bench.process_memory import TreeCpu
 from bridgectl.paths import PROJECT_ROOT
 
 PARTITIONS = 4
@@ -130,10 +131,10 @@ def idle_cpu(run_pid: int, engine_pid: int | None) -> dict:
     """% of one core used by the run's process tree and by the engine's while nothing moves."""
     time.sleep(8)  # the last commit and the run's settling
     pids = [run_pid] + ([engine_pid] if engine_pid else [])
-    before = [tree_cpu_seconds(pid) for pid in pids]
-    time.sleep(IDLE_SECONDS)
-    after = [tree_cpu_seconds(pid) for pid in pids]
-    shares = [round(100 * (a - b) / IDLE_SECONDS, 1) for a, b in zip(after, before)]
+    with contextlib.ExitStack() as trees:
+        cpus = [trees.enter_context(TreeCpu(pid)) for pid in pids]
+        time.sleep(IDLE_SECONDS)
+        shares = [round(100 * cpu.seconds() / IDLE_SECONDS, 1) for cpu in cpus]
     return {"idle_run_cpu_pct": shares[0], "idle_engine_cpu_pct": shares[1] if engine_pid else None}
 
 
@@ -274,9 +275,9 @@ def java_cloud_sink_worker(topic: str) -> AbstractContextManager[subprocess.Pope
 
 def java_idle_cpu(worker: subprocess.Popen) -> dict:
     time.sleep(8)
-    before = tree_cpu_seconds(worker.pid)
-    time.sleep(IDLE_SECONDS)
-    return {"idle_run_cpu_pct": round(100 * (tree_cpu_seconds(worker.pid) - before) / IDLE_SECONDS, 1)}
+    with TreeCpu(worker.pid) as cpu:
+        time.sleep(IDLE_SECONDS)
+        return {"idle_run_cpu_pct": round(100 * cpu.seconds() / IDLE_SECONDS, 1)}
 
 
 def java_cloud_sink(rate: float, seconds: float) -> dict:

@@ -19,19 +19,10 @@ from pathlib import Path
 
 import yaml
 
-from bench.process_memory import children, tree_rss_by_kind
+from bench.process_memory import tree, tree_rss_by_kind
 from bridgectl.demo import TrafficGenerator, create_demo_resources
 from bridgectl.local_stack import LocalStack
 from bridgectl.paths import PROJECT_ROOT
-
-
-def _tree(root: int) -> list[int]:
-    pids, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        pids.append(pid)
-        stack += children(pid)
-    return pids
 
 
 def _python_workers(pids: list[int]) -> int:
@@ -49,7 +40,7 @@ def _python_workers(pids: list[int]) -> int:
 
 
 def sample(server_pid: int) -> dict:
-    pids = _tree(server_pid)
+    pids = tree(server_pid)
     rss = tree_rss_by_kind(server_pid)
     return {"processes": len(pids), "python_workers": _python_workers(pids),
             "jvm_mb": round(rss["jvm"] / 2**20), "python_mb": round(rss["python"] / 2**20)}

@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench.common import bench_stack, warm_engine
-    from bench.process_memory import tree_cpu_seconds
+    from bench.process_memory import TreeCpu
 
     readers = {"lite": _lite_reader, "cloud": _cloud_reader, "kafka": _kafka_reader}
     chosen = [name.strip() for name in args.connector.split(",")]
@@ -50,9 +50,9 @@ def main() -> None:
 
             def run(mode: str) -> tuple[float, float]:
                 go = read(mode, MODES[mode])
-                cpu = tree_cpu_seconds(os.getpid(), server)
-                rate = go()
-                return rate, tree_cpu_seconds(os.getpid(), server) - cpu
+                with TreeCpu(os.getpid(), server) as cpu:
+                    rate = go()
+                    return rate, cpu.seconds()
 
             for mode in MODES:  # untimed: imports and first producers on the engine's workers
                 run(mode)

@@ -30,7 +30,7 @@ import yaml
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
 from bench.continuous import kafka_producer
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
-from bench.process_memory import children
+from bench.process_memory import TreeCpu, tree
 from bridgectl.paths import PROJECT_ROOT
 
 SETTLE_S = 10  # after the last run started, before anything is measured
@@ -59,24 +59,6 @@ def _kind(pid: int) -> str | None:
     return "dagster dev"
 
 
-def _tree(*roots: int) -> list[int]:
-    seen, stack = [], list(roots)
-    while stack:
-        pid = stack.pop()
-        if pid not in seen:
-            seen.append(pid)
-            stack += children(pid)
-    return seen
-
-
-def _cpu_ticks(pid: int) -> int:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError):
-        return 0
-
-
 def _rss(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -88,18 +70,17 @@ def _rss(pid: int) -> int:
 
 
 def measure_processes(roots: tuple[int, ...], seconds: float) -> dict:
-    """% of one core per kind over `seconds` (processes alive at both ends), and resident MB per kind at the end."""
-    before = {pid: _cpu_ticks(pid) for pid in _tree(*roots)}
-    time.sleep(seconds)
-    after = {pid: _cpu_ticks(pid) for pid in _tree(*roots)}
-    ticks = os.sysconf("SC_CLK_TCK")
+    """% of one core per kind over `seconds` (a process gone by the end counts as `exited meanwhile`: its command line
+    is gone with it), and resident MB per kind at the end."""
+    with TreeCpu(*roots) as tree_cpu:
+        time.sleep(seconds)
+        used = tree_cpu.by_process()
     cpu, rss = Counter(), Counter()
-    for pid, t in after.items():
+    for pid, seconds_used in used.items():
         kind = _kind(pid)
-        if kind is None:
-            continue
-        cpu[kind] += (t - before.get(pid, t)) / ticks / seconds * 100
-        rss[kind] += _rss(pid) / 2**20
+        cpu[kind or "exited meanwhile"] += seconds_used / seconds * 100
+        if kind is not None:
+            rss[kind] += _rss(pid) / 2**20
     return {"cpu_pct": {k: round(v, 1) for k, v in sorted(cpu.items())}, "cpu_pct_total": round(sum(cpu.values()), 1),
             "rss_mb": {k: round(v) for k, v in sorted(rss.items())}, "rss_mb_total": round(sum(rss.values()))}
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from bench.data import LITE_LOCATION, PROJECT, unique_name
-from bench.process_memory import tree_cpu_seconds, tree_rss_by_kind
+from bench.process_memory import TreeCpu, tree_rss_by_kind
 from bench.tls_front import TRUST_STORE_PASSWORD
 from bridgectl import fetch
 from bridgectl.local_stack import _free_port
@@ -182,16 +182,17 @@ def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, r
     the first record seen to done)."""
     partitions = admin.partitions([kafka_topic])
     first_cpu, peak = None, 0
-    while True:
-        peak = max(peak, _rss(worker))
-        written = sum(admin.end_offsets(partitions).get(kafka_topic, {}).values())
-        if written and first_cpu is None:
-            first_cpu = tree_cpu_seconds(worker.pid)
-        if written >= records:
-            done_cpu = tree_cpu_seconds(worker.pid)
-            break
-        _check(worker, log, deadline)
-        time.sleep(0.1)
+    with TreeCpu(worker.pid) as cpu:
+        while True:
+            peak = max(peak, _rss(worker))
+            written = sum(admin.end_offsets(partitions).get(kafka_topic, {}).values())
+            if written and first_cpu is None:
+                first_cpu = cpu.seconds()
+            if written >= records:
+                done_cpu = cpu.seconds()
+                break
+            _check(worker, log, deadline)
+            time.sleep(0.1)
     first, last = arrival_span(kafka_topic, partitions[kafka_topic], records)
     return _row(records, last - first, done_cpu - first_cpu, peak)
 
@@ -205,16 +206,17 @@ def _sink_done(admin, worker: subprocess.Popen, log: Path, name: str, topic: str
     assigned = re.compile(rf"^(\d{{13}}) .*\[task-thread-{re.escape(name)}-\d+\].*Adding newly assigned partitions",
                           re.M)
     assigned_cpu, peak = None, 0
-    while True:
-        peak = max(peak, _rss(worker))
-        if assigned_cpu is None and assigned.search(log.read_text(errors="replace")):
-            assigned_cpu = tree_cpu_seconds(worker.pid)
-        committed = admin.committed_offsets(f"connect-{name}", partitions).get(topic, {})
-        if sum(committed.values()) >= end:
-            done, done_cpu = time.time(), tree_cpu_seconds(worker.pid)
-            break
-        _check(worker, log, deadline)
-        time.sleep(0.1)
+    with TreeCpu(worker.pid) as cpu:
+        while True:
+            peak = max(peak, _rss(worker))
+            if assigned_cpu is None and assigned.search(log.read_text(errors="replace")):
+                assigned_cpu = cpu.seconds()
+            committed = admin.committed_offsets(f"connect-{name}", partitions).get(topic, {})
+            if sum(committed.values()) >= end:
+                done, done_cpu = time.time(), cpu.seconds()
+                break
+            _check(worker, log, deadline)
+            time.sleep(0.1)
     first = int(assigned.search(log.read_text(errors="replace")).group(1)) / 1000
     return done - first, done_cpu - (assigned_cpu or 0.0), peak
 

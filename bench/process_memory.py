@@ -21,12 +21,21 @@ def children(pid: int) -> list[int]:
     return kids
 
 
+def tree(*roots: int) -> list[int]:
+    """These processes and all their descendants alive now, each once."""
+    found, stack = [], list(roots)
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.append(pid)
+            stack += children(pid)
+    return found
+
+
 def tree_rss_by_kind(root: int) -> Counter:
     """Resident bytes of a process tree, split into `jvm` (java processes) and `python` (the rest)."""
     total: Counter = Counter()
-    stack = [root]
-    while stack:
-        pid = stack.pop()
+    for pid in tree(root):
         try:
             kind = "jvm" if Path(f"/proc/{pid}/comm").read_text().strip() == "java" else "python"
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -34,7 +43,6 @@ def tree_rss_by_kind(root: int) -> Counter:
                     total[kind] += int(line.split()[1]) * 1024
         except OSError:
             continue
-        stack += children(pid)
     return total
 
 
@@ -77,21 +85,69 @@ class PeakMemory(threading.Thread):
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_seconds(*roots: int) -> float:
-    """User plus system CPU seconds of the live processes in these trees (all threads) and of the children they reaped,
-    from /proc. The reaped ones count: Spark's Python workers come and go (an idle one exits), and a worker that
-    exited during a measurement would otherwise take all its CPU, from before the measurement too, out of the sum."""
-    total, stack, seen = 0, list(roots), set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            # utime, stime, cutime, cstime (fields 14 to 17 of stat): a process's own and its reaped children's
-            total += sum(int(field) for field in fields[11:15])
-        except (OSError, IndexError):
-            continue
-        stack += children(pid)
-    return total / _CLOCK_TICKS
+def _own_cpu(pid: int) -> tuple[int, int] | None:
+    """(start time, user + system clock ticks of the process's threads): its own CPU, not its reaped children's."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[19]), int(fields[11]) + int(fields[12])  # stat's fields 22 (starttime), 14 and 15
+
+
+class TreeCpu(threading.Thread):
+    """CPU seconds used since it was entered by every process of these trees, those that exit meanwhile included.
+
+    Why not the trees' sums before and after: a process that exits in between takes all its CPU, from before the
+    measurement too, out of the second sum unless a process of the tree reaps it, and Spark's Python workers are
+    not always reaped inside the tree: pyspark's worker daemon, when Spark stops it, hangs its workers up and exits
+    without waiting for them (pyspark/daemon.py, shutdown), so init reaps them. Here each process's own CPU is
+    sampled every `interval_s` and its last reading kept after it is gone: at most an interval of an exiting
+    process's CPU goes uncounted, and a process that lived less than an interval is not seen (Spark's Python
+    workers, the JVMs and the run processes live for seconds at least)."""
+
+    def __init__(self, *roots: int, interval_s: float = 0.25):
+        super().__init__(daemon=True)
+        self._roots, self._interval = roots, interval_s
+        self._lock = threading.Lock()
+        self._first: dict[tuple[int, int], int] = {}  # (pid, start time) -> ticks when first seen
+        self._last: dict[tuple[int, int], int] = {}
+        self._entered = False
+        self._done = threading.Event()
+
+    def _sample(self) -> None:
+        with self._lock:
+            for pid in tree(*self._roots):
+                own = _own_cpu(pid)
+                if own is None:
+                    continue
+                key = (pid, own[0])
+                # A process alive at the start counts from there; one born later, all its CPU.
+                self._first.setdefault(key, own[1] if not self._entered else 0)
+                self._last[key] = own[1]
+
+    def run(self) -> None:
+        while not self._done.wait(self._interval):
+            self._sample()
+
+    def seconds(self) -> float:
+        """CPU seconds since entering, up to now."""
+        return sum(self.by_process().values())
+
+    def by_process(self) -> dict[int, float]:
+        """CPU seconds since entering, up to now, per process id (one that exited included)."""
+        self._sample()
+        used: Counter = Counter()
+        with self._lock:
+            for (pid, start), first in self._first.items():
+                used[pid] += (self._last[(pid, start)] - first) / _CLOCK_TICKS
+        return dict(used)
+
+    def __enter__(self) -> "TreeCpu":
+        self._sample()
+        self._entered = True
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self.join()

@@ -35,7 +35,7 @@ from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
 from bench.continuous import (PARTITIONS, PubSubArrivals, continuous_run, java_cloud_sink_worker, produce_steady,
                               summary)
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
-from bench.process_memory import tree_cpu_seconds
+from bench.process_memory import TreeCpu
 from bridgectl.paths import PROJECT_ROOT
 
 STRUCTURED_TRIGGERS = {"micro-batch": {"processingTime": "0 seconds"}, "real-time": {"realTime": "5 seconds"}}
@@ -44,10 +44,11 @@ STRUCTURED_TRIGGERS = {"micro-batch": {"processingTime": "0 seconds"}, "real-tim
 def measured(arrivals: PubSubArrivals, topic: str, rate: float, seconds: float, cpu_pids: list[int]) -> dict:
     """Warm-up, then `rate` records a second for `seconds`: latencies and the CPU of `cpu_pids`' trees meanwhile."""
     arrivals.warm_up(topic)
-    before, started = sum(tree_cpu_seconds(pid) for pid in cpu_pids), time.monotonic()
-    sent = produce_steady(topic, rate, seconds)
-    arrivals.wait_for(sent)
-    busy = sum(tree_cpu_seconds(pid) for pid in cpu_pids) - before
+    with TreeCpu(*cpu_pids) as cpu:
+        started = time.monotonic()
+        sent = produce_steady(topic, rate, seconds)
+        arrivals.wait_for(sent)
+        busy = cpu.seconds()
     return summary(arrivals.latencies, sent) | {"busy_cpu_pct": round(100 * busy / (time.monotonic() - started), 1)}
 
 

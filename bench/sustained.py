@@ -31,7 +31,7 @@ from typing import Callable, Iterator
 from bench.common import bench_stack, fresh_pubsub
 from bench.continuous import (PARTITIONS, PubSubArrivals, continuous_run, java_cloud_sink_worker, produce_steady)
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
-from bench.process_memory import tree_cpu_seconds
+from bench.process_memory import TreeCpu
 from bridgectl.paths import PROJECT_ROOT
 
 DRAIN_SECONDS = 30
@@ -49,23 +49,23 @@ def one_rate(topic: str, arrivals: PubSubArrivals, rate: float, seconds: float, 
     spawn = multiprocessing.get_context("spawn")  # the parent holds gRPC threads: no fork
     started, sent = spawn.Value("d", 0.0), spawn.Value("q", -1)
     arrived_before, errors_before = len(arrivals.latencies), len(arrivals.errors)
-    cpu_before = sum(tree_cpu_seconds(pid) for pid in cpu_pids)
-    producer = spawn.Process(target=_produce, args=(topic, rate, seconds, started, sent), daemon=True)
-    producer.start()
-    backlog: list[tuple[float, float]] = []  # (seconds since the first send, records sent - arrived)
-    while producer.is_alive():
-        time.sleep(1.0)
-        if started.value:
-            elapsed = min(time.time() - started.value, seconds)
-            backlog.append((elapsed, rate * elapsed - (len(arrivals.latencies) - arrived_before)))
-    producer.join()
-    if sent.value < 0:
-        raise RuntimeError("the producer process failed (see its traceback above)")
-    deadline = time.monotonic() + DRAIN_SECONDS
-    while len(arrivals.latencies) - arrived_before < sent.value and time.monotonic() < deadline:
-        time.sleep(0.2)
-    drained_s = round(time.time() - started.value - seconds, 1)
-    cpu_s = sum(tree_cpu_seconds(pid) for pid in cpu_pids) - cpu_before
+    with TreeCpu(*cpu_pids) as cpu:
+        producer = spawn.Process(target=_produce, args=(topic, rate, seconds, started, sent), daemon=True)
+        producer.start()
+        backlog: list[tuple[float, float]] = []  # (seconds since the first send, records sent - arrived)
+        while producer.is_alive():
+            time.sleep(1.0)
+            if started.value:
+                elapsed = min(time.time() - started.value, seconds)
+                backlog.append((elapsed, rate * elapsed - (len(arrivals.latencies) - arrived_before)))
+        producer.join()
+        if sent.value < 0:
+            raise RuntimeError("the producer process failed (see its traceback above)")
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while len(arrivals.latencies) - arrived_before < sent.value and time.monotonic() < deadline:
+            time.sleep(0.2)
+        drained_s = round(time.time() - started.value - seconds, 1)
+        cpu_s = cpu.seconds()
     latencies = arrivals.latencies[arrived_before:]
     distinct = len(set(arrivals.values[arrived_before:]))
     second = [b for t, b in backlog if seconds / 3 <= t < 2 * seconds / 3]

@@ -19,7 +19,7 @@ from bench.common import attached_stack, fresh_pubsub, run_sink_batch, warm_engi
 from bench.data import (
     kafka_topic, lite_connection, lite_topic, produce_avro, publish_pubsub, pubsub_topic, unique_name,
 )
-from bench.process_memory import PeakMemory, tree_cpu_seconds
+from bench.process_memory import PeakMemory, TreeCpu
 
 PARTITIONS = 4
 # String keys, as the Java reference rows read them (bench.java_reference).
@@ -80,10 +80,9 @@ def main() -> None:
     rows: list[Row] = []
 
     def measure(connector: str, size: int, settings: str, run) -> None:
-        cpu_before = tree_cpu_seconds(os.getpid(), *also)
-        with PeakMemory(also=also) as memory:
+        with TreeCpu(os.getpid(), *also) as tree_cpu, PeakMemory(also=also) as memory:
             records, seconds = run()
-        cpu = tree_cpu_seconds(os.getpid(), *also) - cpu_before
+            cpu = tree_cpu.seconds()
         rows.append(Row(connector, args.engine, size, settings, records, round(seconds, 3), round(memory.peak / 1e6),
                         round(cpu, 2), round(memory.also_at_start / 1e6)))
         print(f"{connector:28} {args.engine:8} {size:5} B  {settings:32} {records:>8,} in {seconds:6.1f} s",
