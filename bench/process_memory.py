@@ -98,12 +98,13 @@ class TreeCpu(threading.Thread):
     """CPU seconds used since it was entered by every process of these trees, those that exit meanwhile included.
 
     Why not the trees' sums before and after: a process that exits in between takes all its CPU, from before the
-    measurement too, out of the second sum unless a process of the tree reaps it, and Spark's Python workers are
-    not always reaped inside the tree: pyspark's worker daemon, when Spark stops it, hangs its workers up and exits
-    without waiting for them (pyspark/daemon.py, shutdown), so init reaps them. Here each process's own CPU is
-    sampled every `interval_s` and its last reading kept after it is gone: at most an interval of an exiting
-    process's CPU goes uncounted, and a process that lived less than an interval is not seen (Spark's Python
-    workers, the JVMs and the run processes live for seconds at least)."""
+    measurement too, out of the second sum, and counting what the tree's processes reaped did not bring it back
+    (measured in `bench.sustained`: the previous row's idle Python worker, 9 s of CPU, exited during the next row,
+    whose before/after sum then read 1.62 s against 10.83 s here; pyspark's worker daemon, for one, exits without
+    waiting for its workers when Spark stops it). Here each process's own CPU is sampled every `interval_s` and its
+    last reading kept after it is gone: at most an interval of an exiting process's CPU goes uncounted, and a
+    process that lived less than an interval is not seen (Spark's Python workers, the JVMs and the run processes
+    live for seconds at least)."""
 
     def __init__(self, *roots: int, interval_s: float = 0.25):
         super().__init__(daemon=True)
