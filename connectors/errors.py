@@ -11,21 +11,43 @@ class BatchError(Exception):
     """A batch failed for a reason stated in full by its one-line message."""
 
 
+class RecordRefused(BatchError):
+    """A record that can never be delivered as it is (a poison record met under errors.tolerance=none): work that
+    meets it fails on it again each time it is started again."""
+
+
 # A task's BatchError reaches the driver inside Spark's error text (the task's Python traceback, wrapped
 # by the JVM). Its last line names the exception by module and class: that line is the one to show.
 _TASK_ERROR = re.compile(r"^(connectors(?:\.\w+)+)\.(\w+): ([^\n]+)$", re.MULTILINE)
 
 
 def batch_error_in(text: str) -> BatchError | None:
-    """The last BatchError a Spark task raised, rebuilt from Spark's error text; None if there is none."""
+    """The last BatchError a Spark task raised, rebuilt from Spark's error text (a RecordRefused as one); None if
+    there is none."""
     for module_name, class_name, line in reversed(_TASK_ERROR.findall(text)):
         try:
             cls = getattr(importlib.import_module(module_name), class_name, None)
         except ImportError:
             continue
         if isinstance(cls, type) and issubclass(cls, BatchError):
-            return BatchError(line.strip())
+            return (RecordRefused if issubclass(cls, RecordRefused) else BatchError)(line.strip())
     return None
+
+
+def is_record_refused(exc: BaseException) -> bool:
+    """Whether `exc`, or what caused it (a Spark task's error among them), is a RecordRefused."""
+    return any(isinstance(link, RecordRefused) or isinstance(batch_error_in(str(link)), RecordRefused)
+               for link in _chain(exc))
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    """`exc` and its causes and contexts, outermost first."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
 
 
 # The last "package.module.SomeError: message" line of a Python traceback carried inside another
@@ -45,11 +67,7 @@ def root_cause(exc: BaseException) -> tuple[str | None, str]:
     the innermost exception, looked for also inside Spark's error text."""
     if isinstance(exc, BatchError):
         return None, str(exc)
-    chain, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    chain = _chain(exc)
     for link in chain:
         if named := batch_error_in(str(link)):
             return None, str(named)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from connectors.cloud_pubsub_source.config import ORDERING_KEY, CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.partitioning import Partitioner
-from connectors.errors import BatchError
+from connectors.errors import RecordRefused
 from connectors.kafka_connect.converters import ByteArrayConverter, StringConverter
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
@@ -41,7 +41,7 @@ class OutgoingRecord:
     headers: list[tuple[str, bytes]] = field(default_factory=list)
 
 
-class MessageError(BatchError, ValueError):
+class MessageError(RecordRefused, ValueError):
     """A message the bridge cannot turn into a record with the configured converters."""
 
 

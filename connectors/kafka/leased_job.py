@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import TopicPartition
 
-from connectors.errors import root_cause
+from connectors.errors import is_record_refused, root_cause
 from connectors.kafka.stream_jobs import OwnJob, SharedJob, SharedMember, current_shared_job
 from connectors.kafka.stream_lease import HostBeatRef, LeaseHolder
 from connectors.kafka.stream_slots import SlotWork
@@ -108,12 +108,15 @@ class LeasedJob:
 
     def _restart_after_failure(self) -> str | None:
         """A job that failed or ended (a task or an executor lost, a lease that lapsed while the run was busy)
-        starts again from its last report; after `_RESTARTS` in a row that moved nothing in between, the failure
-        stays for raise_if_ended (starting again changes nothing). Returns the warning to show, if restarted."""
+        starts again from its last report; after `_RESTARTS` in a row that moved nothing in between, or at once for
+        a poison record (errors.tolerance=none), the failure stays for raise_if_ended (starting again changes
+        nothing). Returns the warning to show, if restarted."""
         if self._stopped or self._job.alive() or self._restarts_without_progress >= _RESTARTS:
             return None
-        self._restarts_without_progress += 1
         failure = self._job.failure()
+        if failure is not None and is_record_refused(failure):
+            return None  # a poison record under errors.tolerance=none: started again, the job fails on it again
+        self._restarts_without_progress += 1
         cause = root_cause(failure)[1] if failure is not None else "its tasks ended"
         self._start()
         return f"the stream failed and started again from its last commit: {cause}"

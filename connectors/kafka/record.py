@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from connectors.errors import BatchError
+from connectors.errors import RecordRefused
 
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
@@ -28,7 +28,7 @@ class KafkaRecord:
         return f"topic {self.topic} partition {self.partition} offset {self.offset}"
 
 
-class RecordError(BatchError, ValueError):
+class RecordError(RecordRefused, ValueError):
     """This record can never become a valid message (a poison record)."""
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from connectors.errors import BatchError
+from connectors.errors import RecordRefused
 from connectors.kafka_connect.converters import ByteArrayConverter, value_to_json
 from connectors.kafka_connect.errors import ConversionError
 
 
-class LineError(BatchError, ValueError):
-    pass
+class LineError(RecordRefused, ValueError):
+    """A record that cannot become a line of the archive."""
 
 
 def record_line(converter, value: bytes | None) -> bytes:

@@ -77,3 +77,25 @@ def test_a_subscription_whose_topic_cannot_be_asked_is_drawn_alone(monkeypatch):
     assert time.monotonic() - started < 2
     assert set(specs) == {"pubsub/p/subscriptions/s1", "pubsub/p/subscriptions/s2"}
     assert all(not spec.deps for spec in specs.values())
+
+
+def test_a_poison_record_is_told_apart_inside_sparks_error_text():
+    """A task's RecordError reaches the driver as text in Spark's error; the always-on streams do not start again
+    for it (it would fail on the same record), and do for any other failure."""
+    from connectors.errors import is_record_refused
+
+    def spark_error(last_line: str) -> Exception:
+        try:
+            raise RuntimeError(f"Job aborted due to stage failure: ...\nTraceback (most recent call last):\n"
+                               f"  File \"worker.py\", line 1, in main\n{last_line}\n")
+        except RuntimeError as inner:
+            try:
+                raise Exception("SparkConnectGrpcException") from inner
+            except Exception as outer:  # noqa: BLE001
+                return outer
+
+    poison = spark_error("connectors.kafka.record.RecordError: topic t partition 0 offset 10: the target Kafka "
+                         "refused it: Broker: Message size too large")
+    assert is_record_refused(poison)
+    assert not is_record_refused(spark_error("connectors.outage.Unreachable: Kafka at k:9092 did not answer"))
+    assert not is_record_refused(spark_error("ValueError: a bug"))
