@@ -7,7 +7,8 @@ driver makes the target topics ready (prepare_targets)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -23,7 +24,13 @@ from connectors.kafka.transactions import PositionsTopic
 from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.outage import Unreachable
 
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+
 NO_TIMESTAMP = -1  # Spark's timestampType for a record without one
+# A record batch's own framing (61 bytes) and one record's (its length, attributes, deltas: at most about 30 bytes):
+# what a record adds to its key, value and headers on the wire.
+RECORD_FRAMING_BYTES = 100
 
 
 @dataclass(frozen=True)
@@ -33,15 +40,32 @@ class ReplicaTarget:
     config: KafkaSinkConfig
     max_message_bytes: int  # the largest record a source topic may hold, and its headers
     outage_timeout_s: float
+    # Each target topic's max.message.bytes. The broker refuses a record batch over it whole, every record in it
+    # (librdkafka, unlike the Java producer, does not split the batch and try again): so batches are kept under the
+    # smallest, and a record over its topic's is refused alone before it is sent.
+    target_max_bytes: dict[str, int] = field(default_factory=dict)
     # exactly.once.support=required: the positions topic on the target, and how many partitions its slots share
     positions: PositionsTopic | None = None
     positions_partitions: int = 0
 
     def producer_config(self) -> dict:
         """The target producer's settings, transactional or not."""
+        batch = {"batch.size": min(self.target_max_bytes.values())} if self.target_max_bytes else {}
         return {**self.config.target_connection().librdkafka_config(), "message.max.bytes": self.max_message_bytes,
+                **batch,
                 # A target that does not answer fails the batch after the outage timeout, not librdkafka's 5 minutes.
                 "message.timeout.ms": int(self.outage_timeout_s * 1000), "logger": client_logger(), "log_level": 3}
+
+    def too_large(self, topic: str, key: bytes | None, value: bytes | None, headers: list) -> KafkaError | None:
+        """Why the target topic will refuse this record for its size, or None."""
+        from confluent_kafka import KafkaError
+
+        limit = self.target_max_bytes.get(topic)
+        size = len(key or b"") + len(value or b"") + sum(len(k) + len(v or b"") for k, v in headers)
+        if limit is None or size + RECORD_FRAMING_BYTES <= limit:
+            return None
+        return KafkaError(KafkaError.MSG_SIZE_TOO_LARGE,
+                          f"a record of {size} bytes; target topic {topic} takes at most {limit} (max.message.bytes)")
 
 
 class Sends:
@@ -90,18 +114,27 @@ class Sends:
             if cfg.target_partition == "same":
                 kwargs["partition"] = columns["partition"][row]
             target = cfg.target_topic(columns["topic"][row])
+            if (refusal := self.task.too_large(target, kwargs["key"], kwargs["value"], kwargs["headers"])) is not None:
+                self._refused_before_sending(slot, row, refusal)
+                continue
             while True:
                 try:
                     producer.produce(target, **kwargs)
                     break
                 except BufferError:  # the local queue is full: let acknowledgements drain it
                     producer.poll(0.1)
-                except KafkaException as exc:  # refused before it was sent: never part of a transaction
+                except KafkaException as exc:
                     if not refused_for_good(exc.args[0]):
                         raise
-                    self.refused.append((slot, row, exc.args[0]))
+                    self._refused_before_sending(slot, row, exc.args[0])
                     break
             producer.poll(0)
+
+    @staticmethod
+    def _refused_before_sending(slot: TalliedBatch, row: int, error: KafkaError) -> None:
+        """Through errors.tolerance at once (never part of a transaction): with `none` the task fails here, and no
+        record behind it is sent."""
+        slot.tally.reject(slot.record(row), "KAFKA_PRODUCE", RecordError(f"the target Kafka refused it: {error.str()}"))
 
     def settle(self, producer, tally: SinkTally) -> None:
         """Waits for every acknowledgement; raises for what failed; sends what was refused for good through
@@ -151,14 +184,16 @@ def prepare_targets(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAd
                     outage_timeout_s: float) -> ReplicaTarget:
     """Driver side: each source topic's target exists with enough partitions (created like its source when
     allowed), and the producers are sized for the largest record any of them may carry."""
-    largest = _make_topics(config, source, target)
-    return ReplicaTarget(config, min(largest + HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES), outage_timeout_s)
+    largest, target_limits = _make_topics(config, source, target)
+    return ReplicaTarget(config, min(largest + HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES), outage_timeout_s,
+                         target_max_bytes=target_limits)
 
 
-def _make_topics(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin) -> int:
+def _make_topics(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin) -> tuple[int, dict[str, int]]:
+    """The largest record a source topic may hold, and each target topic's max.message.bytes."""
     sources = source.partitions(config.topic_list() or None, config.topics_regex)
     if not sources:
-        return 1_048_588
+        return 1_048_588, {}
     limits = source.topic_max_message_bytes(list(sources))
     wanted = {config.target_topic(topic): topic for topic in sources}
     with kafka_outages_named(config.target_bootstrap_servers, "looking up the target topics"):
@@ -174,4 +209,5 @@ def _make_topics(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin
             elif config.target_partition == "same" and len(existing[name]) < max(sources[topic]) + 1:
                 raise BatchError(f"target topic {name} has {len(existing[name])} partitions, source topic {topic} "
                                  f"has {count}: target.partition=same needs as many (or target.partition=key)")
-    return max(limits.values())
+        target_limits = target.topic_max_message_bytes(list(wanted))
+    return max(limits.values()), target_limits

@@ -236,3 +236,61 @@ def test_a_kafka_replica_stream_whose_source_gains_a_partition_its_target_lacks_
     assert sorted(case.arrived()) == sorted(first)  # once each
     assert recorded_position(env["DAGSTER_HOME"], case) == len(first)
     assert kafka_admin().commits(f"connect-{case.name}", {case.topic: [2]}) == {}
+
+
+class KafkaReplicaNarrowTarget(KafkaReplica):
+    """The Kafka -> Kafka stream into a target topic made beforehand to take records of at most 20,000 bytes."""
+
+    def __init__(self, unique, tmp_path, tolerance: str):
+        super().__init__(unique, tmp_path)
+        self.tolerance, self.dead_letters = tolerance, f"dlq-{unique}"
+        KafkaAdmin(KafkaConnection(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"])).create_topic(
+            self.topic, 2, {"max.message.bytes": "20000"})
+
+    def config(self):
+        return {**super().config(), "errors.tolerance": self.tolerance,
+                **({"errors.deadletterqueue.topic.name": self.dead_letters,
+                    "errors.deadletterqueue.context.headers.enable": "true"} if self.tolerance == "all" else {})}
+
+
+@pytest.mark.parametrize("tolerance", ["all", "none"])
+def test_a_kafka_replica_stream_meets_a_record_its_target_refuses(stack, spark_remote, tmp_path, unique, tolerance):
+    """A record the target refuses for good (larger than its topic takes) under errors.tolerance: with `all` it goes
+    to the dead-letter topic and the stream goes on; with `none` the run ends naming the record, having delivered
+    and recorded the records before it, none twice."""
+    case = KafkaReplicaNarrowTarget(unique, tmp_path, tolerance)
+    before, behind, beside = [f"a{i}" for i in range(10)], [f"b{i}" for i in range(10)], [f"c{i}" for i in range(10)]
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    run = start(command, env, tmp_path / "run.log")
+    try:
+        produce_to_partition(case.topic, 1, beside)
+        produce_to_partition(case.topic, 0, before)
+        wait_until(lambda: set(before + beside) <= set(case.arrived()), "the first records arrived")
+        produce_to_partition(case.topic, 0, ["x" * 30_000, *behind])  # offset 10 of partition 0
+        if tolerance == "all":
+            wait_until(lambda: set(behind) <= set(case.arrived()), "the records behind the refused one arrived")
+            wait_until(lambda: recorded_position(env["DAGSTER_HOME"], case) == case.head(), "the position is recorded")
+            assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        else:
+            wait_until(lambda: run.poll() is not None, "the run ended", timeout_s=90)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGINT)
+            run.wait(60)
+    log = (tmp_path / "run.log").read_text()
+    arrived = case.arrived()
+    assert len(arrived) == len(set(arrived)), "a record arrived twice"
+    if tolerance == "all":
+        assert set(arrived) == set(before + behind + beside)
+        dead = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "check",
+                         "enable.auto.commit": False})
+        dead.assign([TopicPartition(case.dead_letters, 0, 0)])
+        letters = [m for m in dead.consume(10, timeout=10) if m.error() is None]
+        dead.close()
+        assert [len(m.value()) for m in letters] == [30_000]
+        assert dict(letters[0].headers())["__connect.errors.offset"] == b"10"
+    else:
+        assert run.returncode != 0
+        assert f"topic {case.topic} partition 0 offset 10: the target Kafka refused it" in log, log[-3000:]
+        assert set(arrived) == set(before + beside)
+        assert recorded_position(env["DAGSTER_HOME"], case) == len(before + beside)
