@@ -5,10 +5,13 @@ and the Kafka -> Kafka sink's MirrorMaker 2 checkpoints."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import javaproperties
 import pytest
@@ -211,24 +214,31 @@ def test_a_kafka_replica_stream_writes_checkpoints_takes_a_new_partition_and_sur
     assert sum(offset for offset, _ in commits.values()) == case.head()
 
 
+@contextlib.contextmanager
+def _user_run(case, tmp_path: Path, spark_remote: str) -> Iterator[tuple[subprocess.Popen, dict]]:
+    """The bridge run as a user runs it (its log in run.log), interrupted at the end if it is still running."""
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    run = start(command, env, tmp_path / "run.log")
+    try:
+        yield run, env
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGINT)
+            run.wait(60)
+
+
 def test_a_kafka_replica_stream_whose_source_gains_a_partition_its_target_lacks_ends_naming_both_counts(
         stack, spark_remote, tmp_path, unique):
     """The source topic gains a partition, the target (made by the stream, with the source's two) does not: the stream
     ends at once with the batch's message, its last commit recorded, nothing of the new partition sent anywhere."""
     case = KafkaReplica(unique, tmp_path)
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
-    run = start(command, env, tmp_path / "run.log")
-    try:
+    with _user_run(case, tmp_path, spark_remote) as (run, env):
         first = [f"a{i}" for i in range(50)]
         case.send(first)
         wait_until(lambda: set(first) <= set(case.arrived()), "the first records arrived")
         kafka_admin()._admin.create_partitions([NewPartitions(case.topic, 3)])[case.topic].result(30)
         produce_to_partition(case.topic, 2, [f"p2-{i}" for i in range(20)])
         wait_until(lambda: run.poll() is not None, "the run ended", timeout_s=60)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGINT)
-            run.wait(60)
     log = (tmp_path / "run.log").read_text()
     assert run.returncode != 0, log[-3000:]
     assert (f"target topic {case.topic} has 2 partitions, source topic {case.topic} has 3: target.partition=same "
@@ -260,9 +270,7 @@ def test_a_kafka_replica_stream_meets_a_record_its_target_refuses(stack, spark_r
     and recorded the records before it, none twice."""
     case = KafkaReplicaNarrowTarget(unique, tmp_path, tolerance)
     before, behind, beside = [f"a{i}" for i in range(10)], [f"b{i}" for i in range(10)], [f"c{i}" for i in range(10)]
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
-    run = start(command, env, tmp_path / "run.log")
-    try:
+    with _user_run(case, tmp_path, spark_remote) as (run, env):
         produce_to_partition(case.topic, 1, beside)
         produce_to_partition(case.topic, 0, before)
         wait_until(lambda: set(before + beside) <= set(case.arrived()), "the first records arrived")
@@ -273,10 +281,6 @@ def test_a_kafka_replica_stream_meets_a_record_its_target_refuses(stack, spark_r
             assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
         else:
             wait_until(lambda: run.poll() is not None, "the run ended", timeout_s=90)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGINT)
-            run.wait(60)
     log = (tmp_path / "run.log").read_text()
     arrived = case.arrived()
     assert len(arrived) == len(set(arrived)), "a record arrived twice"
