@@ -40,7 +40,8 @@ class ReplicaTarget:
     config: KafkaSinkConfig
     max_message_bytes: int  # the largest record a source topic may hold, and its headers
     outage_timeout_s: float
-    # Each target topic's max.message.bytes. The broker refuses a record batch over it whole, every record in it
+    # The max.message.bytes of each target topic that takes less than its source (only there can a record that
+    # the source holds be refused for its size). The broker refuses a record batch over it whole, every record in it
     # (librdkafka, unlike the Java producer, does not split the batch and try again): so batches are kept under the
     # smallest, and a record over its topic's is refused alone before it is sent.
     target_max_bytes: dict[str, int] = field(default_factory=dict)
@@ -114,7 +115,8 @@ class Sends:
             if cfg.target_partition == "same":
                 kwargs["partition"] = columns["partition"][row]
             target = cfg.target_topic(columns["topic"][row])
-            if (refusal := self.task.too_large(target, kwargs["key"], kwargs["value"], kwargs["headers"])) is not None:
+            if self.task.target_max_bytes and (refusal := self.task.too_large(
+                    target, kwargs["key"], kwargs["value"], kwargs["headers"])) is not None:
                 self._refused_before_sending(slot, row, refusal)
                 continue
             while True:
@@ -190,7 +192,8 @@ def prepare_targets(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAd
 
 
 def _make_topics(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin) -> tuple[int, dict[str, int]]:
-    """The largest record a source topic may hold, and each target topic's max.message.bytes."""
+    """The largest record a source topic may hold, and the max.message.bytes of each target topic that takes less
+    than its source."""
     sources = source.partitions(config.topic_list() or None, config.topics_regex)
     if not sources:
         return 1_048_588, {}
@@ -209,5 +212,8 @@ def _make_topics(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin
             elif config.target_partition == "same" and len(existing[name]) < max(sources[topic]) + 1:
                 raise BatchError(f"target topic {name} has {len(existing[name])} partitions, source topic {topic} "
                                  f"has {count}: target.partition=same needs as many (or target.partition=key)")
-        target_limits = target.topic_max_message_bytes(list(wanted))
-    return max(limits.values()), target_limits
+        # A topic made here takes what its source does: only the ones that were there are looked up.
+        made_before = [name for name in wanted if name in existing]
+        target_limits = target.topic_max_message_bytes(made_before) if made_before else {}
+    narrower = {name: limit for name, limit in target_limits.items() if limit < limits.get(wanted[name], 0)}
+    return max(limits.values()), narrower
