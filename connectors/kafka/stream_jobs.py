@@ -83,10 +83,6 @@ class OwnJob:
             self._thread.join(wait_s)
 
 
-class StreamSlotFailed(RuntimeError):
-    """A slot of a bridge's stream failed in a shared job (its neighbours went on)."""
-
-
 class SharedMember:
     """One stream's part of a shared job."""
 
@@ -95,13 +91,13 @@ class SharedMember:
         self._job, self._slots, self._stream_id = job, slots, first.stream_id
         self._ends = SlotEnds(first.client_config, first.group, first.where, len(slots))
         self._read_at = float("-inf")
-        self._ended, self._error = 0, None
+        self._ended, self._failure = 0, None
         self._closed = False
 
     def _look(self) -> None:
         now = time.monotonic()
         if not self._closed and now - self._read_at >= _LOOK_S and self._job.launched():
-            self._ended, self._error = self._ends.read(self._stream_id)
+            self._ended, self._failure = self._ends.read(self._stream_id)
             self._read_at = now
 
     def alive(self) -> bool:
@@ -110,13 +106,13 @@ class SharedMember:
         if not self._job.running():
             return False
         self._look()
-        return self._error is None and self._ended < len(self._slots)
+        return self._failure is None and self._ended < len(self._slots)
 
     def failure(self) -> BaseException | None:
         if self.alive():
             return None
-        if self._error is not None:
-            return StreamSlotFailed(self._error)
+        if self._failure is not None:
+            return self._failure
         return self._job.failure() if self._ended < len(self._slots) else None
 
     def end(self, wait_s: float) -> None:

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 from confluent_kafka import KafkaException, TopicPartition
 
-from connectors.errors import root_cause
+from connectors.errors import RecordRefused, is_record_refused, root_cause
 from connectors.kafka.connection import group_committer
 
 SlotWork = Callable[[int], None]
@@ -65,13 +65,13 @@ def run_shared(tasks: list[list[SharedSlot]], batches: Iterator[pa.RecordBatch])
 
 
 def _run_posting_failure(unit: SharedSlot) -> None:
-    error = None
+    error, refused = None, False
     try:
         unit.work(unit.slot)
     except BaseException as exc:  # noqa: BLE001 - the bridge's driver raises it; the neighbours go on
         system, cause = root_cause(exc)
-        error = f"{system}: {cause}" if system else cause
-    post_slot_end(unit.client_config, unit.group, unit.where, unit.stream_id, unit.slot, error)
+        error, refused = (f"{system}: {cause}" if system else cause), is_record_refused(exc)
+    post_slot_end(unit.client_config, unit.group, unit.where, unit.stream_id, unit.slot, error, refused)
 
 
 def _slot_group(consumer_group: str, slot: int) -> str:
@@ -79,17 +79,27 @@ def _slot_group(consumer_group: str, slot: int) -> str:
 
 
 def post_slot_end(client_config: dict, group: str, where: tuple[str, int], stream_id: str, slot: int,
-                  error: str | None) -> None:
-    """A slot of a shared job ended (its lease ended it, or `error`): said in the slot's own group of the bridge,
-    at its lease partition, so that neither a neighbour's post nor the lease's beat overwrites it."""
+                  error: str | None, refused: bool = False) -> None:
+    """A slot of a shared job ended (its lease ended it, or `error`; `refused`: the error is a poison record's, see
+    RecordRefused): said in the slot's own group of the bridge, at its lease partition, so that neither a
+    neighbour's post nor the lease's beat overwrites it."""
     consumer = group_committer(client_config, _slot_group(group, slot))
     try:
-        metadata = json.dumps({"stream": stream_id, "error": error[:_MAX_ERROR_CHARS] if error else None})
+        metadata = json.dumps({"stream": stream_id, "error": error[:_MAX_ERROR_CHARS] if error else None,
+                               "refused": refused})
         # The offset only has to move: milliseconds since the epoch.
         consumer.commit(offsets=[TopicPartition(*where, int(time.time() * 1000), metadata=metadata)],
                         asynchronous=False)
     finally:
         consumer.close()
+
+
+class SlotFailed(RuntimeError):
+    """A slot of a bridge's stream failed in a shared job (its neighbours went on)."""
+
+
+class SlotRefused(SlotFailed, RecordRefused):
+    """A slot of a bridge's stream met a poison record in a shared job: started again, it fails on it again."""
 
 
 class SlotEnds:
@@ -99,9 +109,9 @@ class SlotEnds:
         self._consumers = [group_committer(client_config, _slot_group(group, slot)) for slot in range(slots)]
         self._where = TopicPartition(*where)
 
-    def read(self, stream_id: str) -> tuple[int, str | None]:
-        """(slots ended, the first error) as Kafka holds them now; Kafka away for a moment: none seen."""
-        ended, error = 0, None
+    def read(self, stream_id: str) -> tuple[int, BaseException | None]:
+        """(slots ended, the first failure) as Kafka holds them now; Kafka away for a moment: none seen."""
+        ended, failure = 0, None
         for consumer in self._consumers:
             try:
                 [tp] = consumer.committed([self._where], timeout=5)
@@ -110,8 +120,9 @@ class SlotEnds:
                 continue
             if posted.get("stream") == stream_id:
                 ended += 1
-                error = error or posted.get("error")
-        return ended, error
+                if failure is None and posted.get("error"):
+                    failure = (SlotRefused if posted.get("refused") else SlotFailed)(posted["error"])
+        return ended, failure
 
     def close(self) -> None:
         for consumer in self._consumers:
