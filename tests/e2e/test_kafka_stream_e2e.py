@@ -298,3 +298,33 @@ def test_a_kafka_replica_stream_meets_a_record_its_target_refuses(stack, spark_r
         assert f"topic {case.topic} partition 0 offset 10: the target Kafka refused it" in log, log[-3000:]
         assert set(arrived) == set(before + beside)
         assert recorded_position(env["DAGSTER_HOME"], case) == len(before + beside)
+
+
+def test_a_kafka_replica_stream_goes_on_through_a_restart_of_the_target_broker(stack, spark_remote, tmp_path, unique):
+    """The target cluster's broker stopped for a few seconds while the stream runs and records keep coming: the
+    producer waits for it (as Kafka Connect's does, within delivery.timeout.ms), the stream goes on in the same run,
+    and everything arrives, each record once (librdkafka's idempotent producer) and recorded."""
+    case = KafkaReplica(unique, tmp_path)
+    sent: list[str] = []
+    with _user_run(case, tmp_path, spark_remote) as (run, env):
+        first = [f"a{i}" for i in range(50)]
+        case.send(first)
+        sent += first
+        wait_until(lambda: set(sent) <= set(case.arrived()), "the first records arrived")
+        stack.down(only=("kafka_target",), log=lambda line: None)
+        try:
+            during = [f"d{i}" for i in range(50)]
+            case.send(during)
+            sent += during
+            time.sleep(5)
+        finally:
+            stack.up(only=("kafka_target",), log=lambda line: None)
+        after = [f"b{i}" for i in range(50)]
+        case.send(after)
+        sent += after
+        wait_until(lambda: set(sent) <= set(case.arrived()), "what was sent during and after the restart arrived",
+                   timeout_s=120)
+        wait_until(lambda: recorded_position(env["DAGSTER_HOME"], case) == case.head(), "the position is recorded")
+        assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+    arrived = case.arrived()
+    assert sorted(arrived) == sorted(sent), collections.Counter(arrived).most_common(3)
