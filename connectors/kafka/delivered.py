@@ -49,20 +49,21 @@ class DeliveredCommit:
     counts: dict[str, int]
     landed: Landed | None = None  # a Kafka target's: where the last record delivered landed
 
-    def to_metadata(self) -> str:
-        value: dict = {"stream": self.writer_id, "counts": [self.counts.get(n, 0) for n in COUNTERS]}
+    def to_metadata(self, counters: tuple[str, ...] = COUNTERS) -> str:
+        """`counters`: the names of the writer's counts (a Kafka sink's tally's, or a sink's own), in their order."""
+        value: dict = {"stream": self.writer_id, "counts": [self.counts.get(n, 0) for n in counters]}
         if self.landed is not None:
             value["landed"] = [self.landed.source, self.landed.target]
         return json.dumps(value, separators=(",", ":"))
 
     @staticmethod
-    def from_metadata(text: str | None) -> DeliveredCommit | None:
-        """None for a commit that is not ours (Kafka Connect's own, empty)."""
+    def from_metadata(text: str | None, counters: tuple[str, ...] = COUNTERS) -> DeliveredCommit | None:
+        """None for a commit that is not ours (Kafka Connect's own, empty); `counters` as it was written with."""
         try:
             value = json.loads(text or "")
             # A commit made before a count was added (an upgrade) has fewer: those are 0.
             landed = Landed(*value["landed"]) if "landed" in value else None
-            return DeliveredCommit(value["stream"], {**dict.fromkeys(COUNTERS, 0), **dict(zip(COUNTERS, value["counts"]))},
+            return DeliveredCommit(value["stream"], {**dict.fromkeys(counters, 0), **dict(zip(counters, value["counts"]))},
                                    landed)
         except (ValueError, KeyError, TypeError):
             return None

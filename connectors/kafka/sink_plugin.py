@@ -49,14 +49,14 @@ class KafkaSink:
                                                     bridge.consumer_group, deliver))
 
     def open_stream(self, systems: Systems, bridge: Bridge, position: Offsets | None):
-        from connectors.kafka.sink_stream import open_kafka_sink_stream
+        from connectors.kafka.sink_stream import Rounds, open_kafka_sink_stream
 
         kafka = systems.kafka.admin()
         # Prepared again when the source's partitions change (as Kafka Connect starts a connector again on a
         # reconfiguration): a target may no longer fit the source.
         prepare = functools.partial(self.deliver, systems, bridge, kafka)
         landings = self.landings(systems, bridge, kafka) if self.landings is not None else None
-        return open_kafka_sink_stream(systems, bridge, position, prepare, self.linger_s(bridge.config), landings)
+        return open_kafka_sink_stream(systems, bridge, position, prepare, Rounds(self.linger_s(bridge.config)), landings)
 
 
 def sink_deliver(bridge_name: str, config: ConnectorConfig, kafka: KafkaAdmin, open_writer: OpenWriter) -> Deliver:

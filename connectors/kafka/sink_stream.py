@@ -34,13 +34,39 @@ if TYPE_CHECKING:
     from connectors.plugin import BatchReport, Bridge
 
 
+def _tally_line(totals: dict[str, int], behind: int) -> str:
+    return f"{totals['records']} records read, {totals['published']} published; {behind} behind"
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamCounts:
+    """What a sink stream's tasks count (the names of their summary rows' counts, in the order their commits carry
+    them) and how a progress read's sums become its report and one line: the Kafka sinks' tally (sink_tally.py) by
+    default; a sink with a delivery of its own (the archive's files) names its own."""
+
+    counters: tuple[str, ...] = COUNTERS
+    report: Callable[[SinkBatchResult], BatchReport] | None = None  # None: plugin_parts.sink_report
+    line: Callable[[dict[str, int], int], str] = _tally_line  # the totals and the records behind
+
+
+@dataclasses.dataclass(frozen=True)
+class Rounds:
+    """How a sink stream's tasks gather a round (stream_task.py): at most `linger_s` after its first record, at most
+    `records` of them."""
+
+    linger_s: float
+    records: int = 10_000
+
+
 class KafkaSinkStream(LeasedJob):
     """A running always-on Kafka sink; `progress()` is what its tasks committed since the last call."""
 
     def __init__(self, spark: SparkSession, kafka: KafkaAdmin, bridge: Bridge, prepare: Callable[[], Deliver],
-                 linger_s: float, recorded: Offsets, landings: Landings | None = None):
+                 rounds: Rounds, recorded: Offsets, landings: Landings | None = None,
+                 counts: StreamCounts = StreamCounts()):
         super().__init__(spark, bridge, kafka.connection.librdkafka_config())
-        self._kafka, self._prepare, self._linger_s, self._landings = kafka, prepare, linger_s, landings
+        self._kafka, self._prepare, self._rounds, self._landings = kafka, prepare, rounds, landings
+        self._counts = counts
         self._deliver = prepare()
         self._landed_unreported: dict[tuple[str, int], Landed] = {}
         self._reported_at = time.monotonic()
@@ -71,10 +97,10 @@ class KafkaSinkStream(LeasedJob):
             reader=ReaderSettings({**connection.librdkafka_config(), "isolation.level": config.isolation_level},
                                   connection.bootstrap_servers, self._bridge.batch.outage_timeout_seconds,
                                   config.reads_kafka_headers),
-            group=self._bridge.consumer_group, stream_id=self._new_stream_id(), linger_s=self._linger_s,
-            lease_partition=(starts[0][0], starts[0][1]),
+            group=self._bridge.consumer_group, stream_id=self._new_stream_id(), linger_s=self._rounds.linger_s,
+            lease_partition=(starts[0][0], starts[0][1]), round_records=self._rounds.records,
             commit_every_s=min(1.0, self._bridge.continuous.commit_interval_ms / 2000), deadline=self.deadline,
-            host_lease=self.host_lease)
+            host_lease=self.host_lease, counters=self._counts.counters)
         self._launch(functools.partial(stream_partitions, settings, assignments, self._deliver), tasks,
                      TopicPartition(starts[0][0], starts[0][1]))
 
@@ -84,7 +110,8 @@ class KafkaSinkStream(LeasedJob):
 
         config, kafka = self._bridge.config, self._kafka
         started = self._reported_at
-        result = SinkBatchResult(plan=BatchPlan([], {}, {}), duration_s=0.0)
+        result = SinkBatchResult(plan=BatchPlan([], {}, {}), duration_s=0.0,
+                                 totals=dict.fromkeys(self._counts.counters, 0))
         with kafka_outages_named(kafka.connection.bootstrap_servers, f"reading the progress of {self._bridge.name}"):
             self._absorb_commits(result)
             ends = kafka.end_offsets(self._partitions, config.isolation_level)
@@ -101,12 +128,10 @@ class KafkaSinkStream(LeasedJob):
         self._skipped_unreported = {}
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started
-        report = sink_report(result)
+        report = (self._counts.report or sink_report)(result)
         if self._landings is not None:
             report = self._report_landed(report)
-        t = result.totals
-        return self._with_stream_facts(report, restarted, f"{t['records']} records read, {t['published']} published; "
-                                                          f"{result.plan.lag_after()} behind")
+        return self._with_stream_facts(report, restarted, self._counts.line(result.totals, result.plan.lag_after()))
 
     def _report_landed(self, report: BatchReport) -> BatchReport:
         """Where the records delivered since the last look landed, to the sink's Landings; the counts it returns are
@@ -120,27 +145,30 @@ class KafkaSinkStream(LeasedJob):
         """Adds the stream's commits since the last look to `result` and moves the position up to them."""
         for (topic, partition), (offset, metadata) in self._kafka.commits(self._bridge.consumer_group,
                                                                           self._partitions).items():
-            commit = DeliveredCommit.from_metadata(metadata)
+            commit = DeliveredCommit.from_metadata(metadata, self._counts.counters)
             if commit is None or commit.writer_id != self.stream_id:
                 continue  # not this stream's: an earlier run's, or Kafka Connect's own
             if offset > self._position[topic][partition]:
                 self._position[topic][partition] = offset
             if commit.landed is not None:
                 self._landed_unreported[(topic, partition)] = commit.landed
-            seen = self._seen.get((topic, partition), dict.fromkeys(COUNTERS, 0))
-            counts = {name: commit.counts[name] - seen[name] for name in COUNTERS}
+            counters = self._counts.counters
+            seen = self._seen.get((topic, partition), dict.fromkeys(counters, 0))
+            counts = {name: commit.counts[name] - seen[name] for name in counters}
             if commit.counts != seen:
                 self._progress_made()
             self._seen[(topic, partition)] = commit.counts
-            totals = result.per_partition.setdefault(f"{topic}-{partition}", dict.fromkeys(COUNTERS, 0))
-            for name in COUNTERS:
+            totals = result.per_partition.setdefault(f"{topic}-{partition}", dict.fromkeys(counters, 0))
+            for name in counters:
                 totals[name] += counts[name]
                 result.totals[name] += counts[name]
 
 
 def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, prepare: Callable[[], Deliver],
-                           linger_s: float, landings: Landings | None = None) -> KafkaSinkStream:
-    """A Kafka sink's always-on delivery, run in the run's Spark session (sink_plugin.KafkaSink.open_stream);
-    `prepare` is the sink's driver-side preparation, run at its open and again when its partitions change."""
+                           rounds: Rounds, landings: Landings | None = None,
+                           counts: StreamCounts = StreamCounts()) -> KafkaSinkStream:
+    """A Kafka sink's always-on delivery, run in the run's Spark session (sink_plugin.KafkaSink.open_stream, the
+    archive's plugin); `prepare` is the sink's driver-side preparation, run at its open and again when its partitions
+    change."""
     with systems.spark.batch_session(bridge.name) as spark:
-        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, prepare, linger_s, position or {}, landings)
+        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, prepare, rounds, position or {}, landings, counts)

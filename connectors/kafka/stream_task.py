@@ -34,6 +34,8 @@ from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
 # idle stream commits what it delivered last within this long. The lease is read no more often anyway
 # (stream_lease.BEAT_S), and thirty idle slots of a shared task each waking ten times a second add up.
 _IDLE_WAIT_S = 0.2
+# A round's linger longer than this is gathered in steps of it, looking at the lease between them.
+_LINGER_STEP_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class StreamSettings:
     commit_every_s: float = 1.0  # while records keep coming; a round that catches up commits at once
     deadline: float = field(default=float("inf"))  # time.time() at which the task ends on its own
     host_lease: HostBeatRef | None = None  # in a host's run: its beat, which keeps the lease (stream_lease.py)
+    # What the delivery's summary rows count, in the order commits carry them: the Kafka sinks' tally, or a sink's own.
+    counters: tuple[str, ...] = COUNTERS
 
 
 class StreamCommitRefused(RuntimeError):
@@ -74,7 +78,8 @@ class _Stream:
             "logger": client_logger(),
         })
         self.positions: dict[tuple[str, int], int] = {(t, p): o for t, p, o in starts}
-        self.counts: dict[tuple[str, int], dict[str, int]] = {k: dict.fromkeys(COUNTERS, 0) for k in self.positions}
+        self.counts: dict[tuple[str, int], dict[str, int]] = {k: dict.fromkeys(settings.counters, 0)
+                                                               for k in self.positions}
         self.landed: dict[tuple[str, int], Landed] = {}  # a Kafka target's (DeliveredCommit.landed)
         self._resume_from_own_commits()
         self.committed = dict(self.positions)
@@ -84,7 +89,7 @@ class _Stream:
         """A task started again carries on from its stream's last commit, with the counts it had."""
         asked = [TopicPartition(t, p) for t, p in self.positions]
         for tp in self.consumer.committed(asked, timeout=30):
-            commit = DeliveredCommit.from_metadata(tp.metadata)
+            commit = DeliveredCommit.from_metadata(tp.metadata, self.settings.counters)
             key = (tp.topic, tp.partition)
             if commit and commit.writer_id == self.settings.stream_id and tp.offset > self.positions[key]:
                 self.positions[key] = tp.offset
@@ -104,7 +109,7 @@ class _Stream:
             try:
                 while time.time() < self.settings.deadline:
                     holds = lease.holds()
-                    messages = self._gather_round() if holds else []
+                    messages = self._gather_round(lease) if holds else []
                     if not holds and in_flight is None:
                         break
                     if in_flight is not None:
@@ -124,14 +129,21 @@ class _Stream:
                 lease.close()
                 self.consumer.close()
 
-    def _gather_round(self) -> list:
+    def _gather_round(self, lease: LeaseWatcher) -> list:
         """What arrives within the linger after the first record, at most `round_records` (nothing after
-        `_IDLE_WAIT_S` without a record)."""
+        `_IDLE_WAIT_S` without a record). A linger of seconds (the archive's: a round is a file) is waited in steps
+        that look at the lease, so that a stream told to end does not gather on."""
         # librdkafka's consume returns when it has `num_messages` or when the timeout passes, whichever is first:
         # the first call asks for one record, so that it returns as soon as one arrives.
         messages = self._consume(1, _IDLE_WAIT_S)
-        if messages:
-            messages += self._consume(self.settings.round_records - 1, self.settings.linger_s)
+        if not messages:
+            return messages
+        until = time.monotonic() + self.settings.linger_s
+        while len(messages) < self.settings.round_records:
+            messages += self._consume(self.settings.round_records - len(messages),
+                                      min(_LINGER_STEP_S, max(0.0, until - time.monotonic())))
+            if time.monotonic() >= until or not lease.holds():
+                break
         return messages
 
     def _consume(self, count: int, timeout_s: float) -> list:
@@ -159,15 +171,16 @@ class _Stream:
             for row in summary.to_pylist():
                 key = (row["topic"], row["partition"])
                 counts = self.counts[key]
-                for name in COUNTERS:
+                for name in self.settings.counters:
                     counts[name] += row[name]
-                if row["landed_source"] is not None:
+                if row.get("landed_source") is not None:  # a sink writing to Kafka
                     self.landed[key] = Landed(row["landed_source"], row["landed_target"])
         self.positions.update(ends)
 
     def _commit(self) -> None:
         offsets = [TopicPartition(t, p, o, metadata=DeliveredCommit(self.settings.stream_id, self.counts[(t, p)],
-                                                                    self.landed.get((t, p))).to_metadata())
+                                                                    self.landed.get((t, p))).to_metadata(
+                                                                        self.settings.counters))
                    for (t, p), o in self.positions.items() if o != self.committed.get((t, p))]
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)

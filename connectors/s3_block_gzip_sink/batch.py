@@ -28,6 +28,32 @@ class ArchiveBatchResult:
     per_partition: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ArchiveStart:
+    """Where the archive goes on: each partition's cursor in S3 (None: none yet), and the position to go on from."""
+
+    partitions: dict[str, list[int]]
+    cursors: dict[tuple[str, int], Cursor | None]
+    resume: Offsets
+
+
+def archive_start(config: S3BlockGzipSinkConfig, kafka: KafkaAdmin, s3, recorded: Offsets | None) -> ArchiveStart:
+    """At a partition's cursor, else where the bridge last recorded (`recorded`, its asset metadata); a partition in
+    neither starts at the initial offsets."""
+    with kafka_outages_named(kafka.connection.bootstrap_servers,
+                             f"listing the partitions of {config.topics or config.topics_regex}"):
+        partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
+    with s3_outages_named(s3, f"reading the archive's cursors in s3://{config.s3_bucket}/{config.key_prefix()}"):
+        cursors = {(t, p): read_cursor(s3, config, t, p) for t, ps in partitions.items() for p in ps}
+    resume: Offsets = {}
+    for (t, p), cursor in cursors.items():
+        if cursor is not None:
+            resume.setdefault(t, {})[p] = cursor.next_offset
+        elif p in (recorded or {}).get(t, {}):
+            resume.setdefault(t, {})[p] = recorded[t][p]
+    return ArchiveStart(partitions, cursors, resume)
+
+
 def run_archive_batch(
     spark: SparkSession,
     config: S3BlockGzipSinkConfig,
@@ -43,21 +69,12 @@ def run_archive_batch(
     started = time.monotonic()
     s3 = s3_client(config, batch.outage_timeout_seconds)
     bootstrap = kafka.connection.bootstrap_servers
-    with kafka_outages_named(bootstrap, f"listing the partitions of {config.topics or config.topics_regex}"):
-        partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
-    with s3_outages_named(s3, f"reading the archive's cursors in s3://{config.s3_bucket}/{config.key_prefix()}"):
-        cursors = {(t, p): read_cursor(s3, config, t, p) for t, ps in partitions.items() for p in ps}
-    resume: Offsets = {}
-    for (t, p), cursor in cursors.items():
-        if cursor is not None:
-            resume.setdefault(t, {})[p] = cursor.next_offset
-        elif p in (recorded or {}).get(t, {}):
-            resume.setdefault(t, {})[p] = recorded[t][p]
+    start = archive_start(config, kafka, s3, recorded)
     with kafka_outages_named(bootstrap, "planning the batch"):
-        plan = kafka.plan_batch(partitions, resume, batch.max_records, batch.initial_offsets, consumer_group,
+        plan = kafka.plan_batch(start.partitions, start.resume, batch.max_records, batch.initial_offsets, consumer_group,
                                 config.isolation_level)
     result = ArchiveBatchResult(plan)
-    last_index: dict[tuple[str, int], str | None] = {tp: c.index if c else None for tp, c in cursors.items()}
+    last_index: dict[tuple[str, int], str | None] = {tp: c.index if c else None for tp, c in start.cursors.items()}
     if plan.total_records:
         archive = functools.partial(archive_arrow_batches, config, batch.outage_timeout_seconds,
                                     dead_letter_client_config(kafka, config), bridge_name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from connectors.config.common import ConnectorConfig, ConverterKeys, ErrorHandlingKeys, KafkaTopicsKeys
 
@@ -22,6 +22,20 @@ class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
     # The seed's files followed Kafka Connect's flush interval instead; the name is Confluent's S3 sink's key.
     flush_size: int = Field(100_000, alias="flush.size", ge=1,
                             description="records per file; a re-run from the same offset writes the same object names")
+
+    # Confluent's S3 sink's key for closing files on the wall clock.
+    rotate_schedule_interval_ms: int = Field(
+        -1, alias="rotate.schedule.interval.ms",
+        description="continuous mode: a file is uploaded at most this long after its first record was read, or "
+                    "sooner at flush.size records (at most 10,000 a file: a file is gathered in memory); -1: the "
+                    "bridge's continuous.commit_interval_ms. A batch uploads its files at its end")
+
+    @field_validator("rotate_schedule_interval_ms")
+    @classmethod
+    def _rotation_set_or_not(cls, value: int) -> int:
+        if value != -1 and value < 100:
+            raise ValueError("must be -1 (the bridge's commit interval) or at least 100 ms")
+        return value
 
     def key_prefix(self) -> str:
         return self.s3_prefix.strip("/")

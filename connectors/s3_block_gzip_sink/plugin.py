@@ -3,10 +3,18 @@ and from the Kafka offsets recorded here where a partition has none."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from connectors import endpoints
 from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, kafka_source_label, kafka_topics_read, partitions_table
 from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
+
+if TYPE_CHECKING:  # Spark, Arrow and boto3 are imported by runs, not by the code location's load
+    from connectors.s3_block_gzip_sink.batch import ArchiveBatchResult
+
+# The records of an always-on archive's round (one file per partition), held in memory while it gathers.
+_MOST_RECORDS_PER_ROUND = 10_000
 
 
 def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
@@ -15,6 +23,10 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     with systems.spark.batch_session(bridge.name) as spark:
         result = run_archive_batch(spark, bridge.config, systems.kafka.admin(), bridge.batch, bridge.consumer_group,
                                    bridge.name, position)
+    return _report(result)
+
+
+def _report(result: ArchiveBatchResult) -> BatchReport:
     t = result.totals
     archived = t["records"] - t["skipped"]
     rate = round(t["records"] / result.duration_s, 1) if result.duration_s > 0 else 0.0
@@ -40,6 +52,37 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
                        line, warnings, result.duration_s)
 
 
+def _stream_line(totals: dict[str, int], behind: int) -> str:
+    return f"{totals['records'] - totals['skipped']} records archived in {totals['files']} files; {behind} behind"
+
+
+def _open_stream(systems: Systems, bridge: Bridge, position):
+    """The archive always on: the Kafka sinks' stream (stream_task.py) whose rounds are files. A round gathers a
+    partition's records for rotate.schedule.interval.ms (or flush.size of them) and is archived as one file, data,
+    index and cursor, as a batch's range is; only then is the position past it committed. It goes on from the
+    cursors, as a batch does."""
+    import functools
+
+    from connectors.kafka.dead_letter import dead_letter_client_config
+    from connectors.kafka.sink_stream import Rounds, StreamCounts, open_kafka_sink_stream
+    from connectors.s3_block_gzip_sink.batch import COUNTERS, ArchiveBatchResult, archive_start
+    from connectors.s3_block_gzip_sink.store import s3_client
+    from connectors.s3_block_gzip_sink.write import archive_arrow_batches
+
+    config, kafka = bridge.config, systems.kafka.admin()
+    s3 = s3_client(config, bridge.batch.outage_timeout_seconds)
+    start = archive_start(config, kafka, s3, position)
+    deliver = functools.partial(archive_arrow_batches, config, bridge.batch.outage_timeout_seconds,
+                                dead_letter_client_config(kafka, config), bridge.name)
+    rotate_ms = (config.rotate_schedule_interval_ms if config.rotate_schedule_interval_ms != -1
+                 else bridge.continuous.commit_interval_ms)
+    # A round is held in memory while it gathers: a file of a stream holds at most as many records as a round.
+    rounds = Rounds(linger_s=rotate_ms / 1000, records=min(config.flush_size, _MOST_RECORDS_PER_ROUND))
+    counts = StreamCounts(COUNTERS, lambda r: _report(ArchiveBatchResult(r.plan, r.duration_s, r.totals,
+                                                                         r.per_partition)), _stream_line)
+    return open_kafka_sink_stream(systems, bridge, start.resume, lambda: deliver, rounds, counts=counts)
+
+
 def _route(bridge: Bridge) -> str:
     cfg = bridge.config
     return f"Kafka {kafka_source_label(cfg)} -> s3://{cfg.s3_bucket}/{cfg.key_prefix()} (Block-GZIP)"
@@ -53,6 +96,7 @@ CONNECTOR = ConnectorPlugin(
     systems=("kafka", "spark"),
     route=_route,
     run_batch=_run_batch,
+    open_stream=_open_stream,
     position=KAFKA_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,

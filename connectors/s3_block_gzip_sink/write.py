@@ -37,7 +37,6 @@ class _OpenFile:
         fd, self.path = tempfile.mkstemp(suffix=".gz", dir=config.local_buffer_dir)
         self.handle = os.fdopen(fd, "wb")
         self.writer = BlockGzipWriter(self.handle, config.compressed_block_size)
-        self.last_offset = first_offset
 
 
 def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, kafka_client_config: dict[str, str],
@@ -47,6 +46,7 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, k
     converter = cfg.value_converter_instance()
     stats: dict[tuple[str, int], dict[str, int]] = {}
     current: dict[tuple[str, int], _OpenFile] = {}
+    last_read: dict[tuple[str, int], int] = {}  # a partition's last offset read, written or skipped
 
     def finish(tp: tuple[str, int], next_offset: int) -> None:
         f = current.pop(tp)
@@ -78,7 +78,7 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, k
             cols = batch.select(wanted).to_pydict()
             for i in range(batch.num_rows):
                 tp = (cols["topic"][i], cols["partition"][i])
-                offset = cols["offset"][i]
+                offset = last_read[tp] = cols["offset"][i]
                 s = stats.setdefault(tp, {"records": 0, "files": 0, "bytes_uncompressed": 0, "bytes_written": 0,
                                           "skipped": 0, "last_index": None})
                 s["records"] += 1
@@ -104,11 +104,10 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, k
                 if f is None:
                     f = current[tp] = _OpenFile(cfg, tp[0], tp[1], offset, cols["timestamp_ms"][i] or 0)
                 f.writer.write(offset, line)
-                f.last_offset = offset
                 if f.writer.records >= cfg.flush_size:
                     finish(tp, offset + 1)
-        for tp in list(current):
-            finish(tp, current[tp].last_offset + 1)
+        for tp in list(current):  # the cursor past what was skipped behind the file's last record too
+            finish(tp, last_read[tp] + 1)
     finally:
         for f in current.values():  # a failure: drop local files, upload nothing more
             f.handle.close()

@@ -273,3 +273,18 @@ def test_a_tasks_max_that_is_not_a_count_is_named(tmp_path, tasks_max):
     with pytest.raises(BridgeConfigError) as err:
         _continuous_from_properties(tmp_path, tasks_max)
     assert f"bridge 'cps': key 'tasks.max': must be a whole number of at least 1 (got '{tasks_max}')" in str(err.value)
+
+
+def test_the_archives_rotation_is_unset_or_at_least_100_ms(tmp_path):
+    archive = """bridges:
+  - name: archive
+    connector: S3BlockGzipSinkConnector
+    config:
+      topics: t
+      s3.bucket: b-archive
+"""
+    assert load_bridges(write(tmp_path, archive))[0].config.rotate_schedule_interval_ms == -1
+    assert load_bridges(write(tmp_path, archive + "      rotate.schedule.interval.ms: 60000\n"))[
+        0].config.rotate_schedule_interval_ms == 60000
+    with pytest.raises(BridgeConfigError, match="(?s)key 'rotate.schedule.interval.ms'.*at least 100 ms"):
+        load_bridges(write(tmp_path, archive + "      rotate.schedule.interval.ms: 0\n"))

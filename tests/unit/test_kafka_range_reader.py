@@ -60,6 +60,17 @@ def test_a_stream_commit_carries_its_stream_and_counts_in_the_commit_metadata():
     assert DeliveredCommit.from_metadata('{"other": 1}') is None
 
 
+def test_a_stream_commit_carries_the_counts_its_sink_names():
+    """A sink with a delivery of its own (the archive: records, files, bytes) commits its own counts, read back by
+    the same names."""
+    from connectors.kafka.delivered import DeliveredCommit
+    from connectors.s3_block_gzip_sink.batch import COUNTERS
+
+    commit = DeliveredCommit("abc123", {"records": 7, "files": 2, "bytes_uncompressed": 90, "bytes_written": 40,
+                                        "skipped": 1})
+    assert DeliveredCommit.from_metadata(commit.to_metadata(COUNTERS), COUNTERS) == commit
+
+
 def test_a_batch_is_delivered_in_parts_each_knowing_where_it_ends_per_partition():
     from connectors.kafka.spark_read import _Part
 
