@@ -84,6 +84,7 @@ class _Stream:
         self._resume_from_own_commits()
         self.committed = dict(self.positions)
         self.last_commit = time.monotonic()
+        self.in_flight: tuple[Future, dict[tuple[str, int], int]] | None = None  # the round being delivered
 
     def _resume_from_own_commits(self) -> None:
         """A task started again carries on from its stream's last commit, with the counts it had."""
@@ -101,7 +102,6 @@ class _Stream:
         """Gathers the next round while the one before is delivered (one in flight: its acks do not hold up what
         arrives meanwhile), and commits what was acknowledged every `commit_every_s`, or at once when idle."""
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.positions.items()])
-        in_flight: tuple[Future, dict] | None = None
         lease = LeaseWatcher(self.settings.reader.client_config, self.settings.group,
                              TopicPartition(*self.settings.lease_partition), self.settings.stream_id,
                              self.settings.host_lease)
@@ -110,29 +110,33 @@ class _Stream:
                 while time.time() < self.settings.deadline:
                     holds = lease.holds()
                     messages = self._gather_round(lease) if holds else []
-                    if not holds and in_flight is None:
+                    if not holds and self.in_flight is None:
                         break
-                    if in_flight is not None:
-                        self._acknowledged(*in_flight)
-                        in_flight = None
+                    self._settle()
                     if messages:
                         batches, ends = self._batches(messages)
-                        in_flight = delivering.submit(lambda b=batches: list(self.deliver(iter(b)))), ends
+                        self.in_flight = delivering.submit(lambda b=batches: list(self.deliver(iter(b)))), ends
                     dirty = self.positions != self.committed
                     if dirty and (not messages or time.monotonic() - self.last_commit >= self.settings.commit_every_s):
                         self._commit()
-                if in_flight is not None:  # the deadline passed with a round out
-                    self._acknowledged(*in_flight)
+                self._settle()  # the deadline passed with a round out
                 if self.positions != self.committed:
                     self._commit()
             finally:
                 lease.close()
                 self.consumer.close()
 
+    def _settle(self) -> None:
+        """Waits for the round in flight, if any, and moves the positions past it (its failure fails the task)."""
+        if self.in_flight is not None:
+            in_flight, self.in_flight = self.in_flight, None
+            self._acknowledged(*in_flight)
+
     def _gather_round(self, lease: LeaseWatcher) -> list:
         """What arrives within the linger after the first record, at most `round_records` (nothing after
         `_IDLE_WAIT_S` without a record). A linger of seconds (the archive's: a round is a file) is waited in steps
-        that look at the lease, so that a stream told to end does not gather on."""
+        that look at the lease, and that commit the round before as soon as it was acknowledged, so that a stream
+        told to end does not gather on, and its position does not wait for the next round."""
         # librdkafka's consume returns when it has `num_messages` or when the timeout passes, whichever is first:
         # the first call asks for one record, so that it returns as soon as one arrives.
         messages = self._consume(1, _IDLE_WAIT_S)
@@ -144,6 +148,10 @@ class _Stream:
                                       min(_LINGER_STEP_S, max(0.0, until - time.monotonic())))
             if time.monotonic() >= until or not lease.holds():
                 break
+            if self.in_flight is not None and self.in_flight[0].done():
+                self._settle()
+                if self.positions != self.committed:
+                    self._commit()
         return messages
 
     def _consume(self, count: int, timeout_s: float) -> list:
