@@ -129,12 +129,15 @@ def test_pubsublite_sink_and_source(stack, engine, tmp_path, unique):
     assert sum(c.cursor.offset for c in cursors) == 150
 
 
-def _python_worker_daemons() -> int:
-    """Python worker daemons whose parent is not a daemon: the Spark Connect server starts one per session."""
+def _python_worker_daemons(stack) -> int:
+    """Python worker daemons of this suite's Spark Connect server whose parent is not a daemon: the server starts
+    one per session. (Not the machine's: another engine on it, another suite's, starts its own.)"""
+    from bench.process_memory import tree
     from connectors.spark_session import PYTHON_DAEMON_MODULE
 
+    engine = {s.name: s.pid for s in stack.status()}["spark"]
     found = subprocess.run(["pgrep", "-f", "--", f"-m {PYTHON_DAEMON_MODULE}"], capture_output=True, text=True)
-    daemons = found.stdout.split()
+    daemons = set(found.stdout.split()) & {str(pid) for pid in tree(engine)}
     parents = {pid: open(f"/proc/{pid}/stat").read().split(") ")[1].split()[1] for pid in daemons
                if os.path.exists(f"/proc/{pid}/stat")}
     return sum(1 for parent in parents.values() if parent not in parents)
@@ -158,13 +161,13 @@ def test_runs_share_one_engine_session(stack, spark_remote, tmp_path, unique):
 
     produce(topic, [(None, "first")])
     run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
-    first_id, daemons = stored_session_id(), _python_worker_daemons()
+    first_id, daemons = stored_session_id(), _python_worker_daemons(stack)
     assert daemons >= 1
     for text in ("second", "third"):
         produce(topic, [(None, text)])
         run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     assert stored_session_id() == first_id
-    assert _python_worker_daemons() == daemons
+    assert _python_worker_daemons(stack) == daemons
 
     try:
         SparkSession.builder.remote(f"{spark_remote}/;session_id={first_id}").create().stop()  # the server closes it
