@@ -31,13 +31,14 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Exact
                     "source topics need ${topic}")
     target_partition: Literal["same", "key"] = Field(
         "same", alias="target.partition",
-        description="`same`: a record keeps its partition number (the target topic needs as many partitions, or the "
-                    "run fails before anything moves, naming both counts); `key`: the target producer's "
-                    "partitioner (murmur2 of the key, as a Java producer)")
+        description="`same`: a record keeps its partition number (the target topic needs as many partitions: "
+                    "added with target.topic.create, else the run fails before anything moves, naming both counts); "
+                    "`key`: the target producer's partitioner (murmur2 of the key, as a Java producer)")
     target_topic_create: bool = Field(
         True, alias="target.topic.create",
-        description="a missing target topic is created with its source's partition count and max.message.bytes "
-                    "(else the run fails)")
+        description="a missing target topic is created with its source's partition count and max.message.bytes, and "
+                    "with target.partition=same one with fewer partitions than its source gets more, as MirrorMaker "
+                    "2 does (else the run fails)")
     target_topic_replication_factor: int = Field(-1, alias="target.topic.replication.factor", ge=-1,
                                                  description="for created topics; -1: the broker's default")
     # Checkpoints only with target.partition=same: the key partitioner moves records, so no offset of a partition

@@ -210,8 +210,12 @@ def _make_topics(config: KafkaSinkConfig, source: KafkaAdmin, target: KafkaAdmin
                 target.create_topic(name, count, {"max.message.bytes": str(limits[topic])},
                                     config.target_topic_replication_factor)
             elif config.target_partition == "same" and len(existing[name]) < max(sources[topic]) + 1:
-                raise BatchError(f"target topic {name} has {len(existing[name])} partitions, source topic {topic} "
-                                 f"has {count}: target.partition=same needs as many (or target.partition=key)")
+                if not config.target_topic_create:
+                    raise BatchError(f"target topic {name} has {len(existing[name])} partitions, source topic {topic} "
+                                     f"has {count}: target.partition=same needs as many (or target.partition=key, "
+                                     "or target.topic.create=true to add them)")
+                # As MirrorMaker 2 does when a source topic gains partitions: the target gains them too.
+                target.ensure_partitions(name, max(sources[topic]) + 1)
         # A topic made here takes what its source does: only the ones that were there are looked up.
         made_before = [name for name in wanted if name in existing]
         target_limits = target.topic_max_message_bytes(made_before) if made_before else {}

@@ -101,19 +101,34 @@ def test_a_regex_routes_each_topic_to_its_own_target(stack, spark, tmp_path, uni
             f"{topic}-{i}".encode() for i in range(5)]
 
 
-def test_a_target_with_fewer_partitions_fails_in_one_line_before_anything_moves(stack, spark, tmp_path, unique):
+def test_a_target_with_fewer_partitions_gains_them_or_fails_in_one_line_before_anything_moves(
+        stack, spark, tmp_path, unique):
+    """target.partition=same into a target topic with fewer partitions than its source: by default the target gains
+    them, as MirrorMaker 2 does, and a record keeps its partition; with target.topic.create=false the run fails
+    naming both counts, and nothing moves."""
     topic, name = f"narrow-{unique}", f"narrow_{unique}"
     kafka_admin().create_topic(topic, partitions=3)
     _target().create_topic(topic, partitions=1)
-    Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]}).produce(topic, value=b"x", partition=2)
-    defs = build_definitions(_bridges(tmp_path, name, {"topics": topic}))
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
+    producer.produce(topic, value=b"x", partition=2)
+    assert producer.flush(30) == 0
+
+    defs = build_definitions(_bridges(tmp_path, name, {"topics": topic, "target.topic.create": "false"}))
     result = materialize([defs.get_assets_def(name)], resources=default_resources(),
                          instance=DagsterInstance.ephemeral(), raise_on_error=False)
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failure.step_failure_data.user_failure_data.description.endswith(
         f"target topic {topic} has 1 partitions, source topic {topic} has 3: target.partition=same needs as many "
-        "(or target.partition=key)")
+        "(or target.partition=key, or target.topic.create=true to add them)")
+    assert _target().partitions([topic])[topic] == [0]
+
+    defs = build_definitions(_bridges(tmp_path, name, {"topics": topic}))
+    result = materialize([defs.get_assets_def(name)], resources=default_resources(),
+                         instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    assert result.success
+    assert _target().partitions([topic])[topic] == [0, 1, 2]
+    assert [(m.partition(), m.value()) for m in _read_target(topic, 3, 1)] == [(2, b"x")]
 
 
 def test_consumer_groups_fail_over_with_translated_offsets(stack, spark, tmp_path, unique):

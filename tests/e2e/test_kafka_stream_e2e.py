@@ -227,25 +227,60 @@ def _user_run(case, tmp_path: Path, spark_remote: str) -> Iterator[tuple[subproc
             run.wait(60)
 
 
-def test_a_kafka_replica_stream_whose_source_gains_a_partition_its_target_lacks_ends_naming_both_counts(
-        stack, spark_remote, tmp_path, unique):
-    """The source topic gains a partition, the target (made by the stream, with the source's two) does not: the stream
-    ends at once with the batch's message, its last commit recorded, nothing of the new partition sent anywhere."""
-    case = KafkaReplica(unique, tmp_path)
+class KafkaReplicaOwnTarget(KafkaReplica):
+    """The Kafka -> Kafka stream into a target topic made beforehand like its source (two partitions), with
+    target.topic.create as given."""
+
+    def __init__(self, unique, tmp_path, create: bool):
+        super().__init__(unique, tmp_path)
+        self.create = create
+        KafkaAdmin(KafkaConnection(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"])).create_topic(self.topic, 2)
+
+    def config(self):
+        return {**super().config(), "target.topic.create": str(self.create).lower()}
+
+    def target_partition(self, partition: int) -> list[tuple[int, str]]:
+        consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "group.id": "check",
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition(self.topic, partition, 0)])
+            return [(m.partition(), m.value().decode()) for m in consumer.consume(1000, timeout=3) if m.error() is None]
+        finally:
+            consumer.close()
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_a_kafka_replica_stream_whose_source_gains_a_partition_adds_it_to_the_target_or_ends_naming_both_counts(
+        stack, spark_remote, tmp_path, unique, create):
+    """The source topic gains a partition its target lacks. By default the target gains it too, as MirrorMaker 2
+    does, and the stream goes on in the same run with the new partition's records in the same partition there; with
+    target.topic.create=false the stream ends at once with the batch's message, its last commit recorded, nothing of
+    the new partition sent anywhere."""
+    case = KafkaReplicaOwnTarget(unique, tmp_path, create)
+    third = [f"p2-{i}" for i in range(20)]
     with _user_run(case, tmp_path, spark_remote) as (run, env):
         first = [f"a{i}" for i in range(50)]
         case.send(first)
         wait_until(lambda: set(first) <= set(case.arrived()), "the first records arrived")
         kafka_admin()._admin.create_partitions([NewPartitions(case.topic, 3)])[case.topic].result(30)
-        produce_to_partition(case.topic, 2, [f"p2-{i}" for i in range(20)])
-        wait_until(lambda: run.poll() is not None, "the run ended", timeout_s=60)
+        produce_to_partition(case.topic, 2, third)
+        if create:
+            wait_until(lambda: [v for _, v in case.target_partition(2)] == third, "the new partition's records arrived",
+                       timeout_s=60)
+            wait_until(lambda: recorded_position(env["DAGSTER_HOME"], case) == case.head(), "the position is recorded")
+            assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        else:
+            wait_until(lambda: run.poll() is not None, "the run ended", timeout_s=60)
     log = (tmp_path / "run.log").read_text()
+    assert sorted(case.arrived()) == sorted(first)  # once each, from partitions 0 and 1
+    if create:
+        return
     assert run.returncode != 0, log[-3000:]
     assert (f"target topic {case.topic} has 2 partitions, source topic {case.topic} has 3: target.partition=same "
             "needs as many") in log, log[-3000:]
-    assert sorted(case.arrived()) == sorted(first)  # once each
     assert recorded_position(env["DAGSTER_HOME"], case) == len(first)
     assert kafka_admin().commits(f"connect-{case.name}", {case.topic: [2]}) == {}
+    assert case.target_partition(2) == []
 
 
 class KafkaReplicaNarrowTarget(KafkaReplica):
