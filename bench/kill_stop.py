@@ -1,0 +1,153 @@
+"""How long a killed run's work goes on: a Kafka -> Kafka bridge (KafkaSinkConnector) run as a user runs it
+(`dagster asset materialize`), its process group killed -9 while it moves records; the time from the kill to the
+last record the killed run's work wrote to the target (the target broker's LogAppendTime; one clock, this machine's),
+and how many it wrote after the kill. Each mode on each
+engine, `--rounds` times:
+
+- continuous (an always-on stream, a steady 1,000 records/s): its tasks stop when the run's lease lapses;
+- batch (a backlog of 300,000 records of 1 KiB, killed about a second into its arrivals): on the warm engine its
+  watchdog interrupts the job; on the classic engine the job dies with the run's process.
+
+    python -m bench.kill_stop [--rounds 3]   (a stack of its own, like python -m bench)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from bench.common import bench_stack
+from bench.continuous import produce_steady
+from bench.data import kafka_topic, unique_name
+from bridgectl.paths import PROJECT_ROOT
+
+PARTITIONS = 4
+BACKLOG, RECORD_BYTES = 300_000, 1024
+
+
+class TargetArrivals(threading.Thread):
+    """When each record was written to the target topic: its broker's append time (the topic is made with
+    LogAppendTime), read by a consumer polling it until stopped."""
+
+    def __init__(self, topic: str):
+        super().__init__(daemon=True)
+        from confluent_kafka import Consumer, TopicPartition
+
+        self.consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+                                  "group.id": "kill-stop", "enable.auto.commit": False, "log_level": 3})
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self.times: list[float] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            got = [m for m in self.consumer.consume(10_000, timeout=0.05) if m.error() is None]
+            self.times += [m.timestamp()[1] / 1000 for m in got]
+        self.consumer.close()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(10)
+
+
+def _start_run(name: str, topic: str, mode: str, remote: str | None, work: Path) -> subprocess.Popen:
+    entry = {"name": name, "connector": "KafkaSinkConnector",
+             "config": {"topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+                        "emit.checkpoints.enabled": "false"},
+             "batch": {"initial_offsets": "earliest", "max_records": BACKLOG}}
+    if mode == "continuous":
+        entry |= {"mode": "continuous", "continuous": {"commit_interval_ms": 5000, "max_run_minutes": 10}}
+    (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [entry]}))
+    home = work / "dagster_home"
+    home.mkdir()
+    shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    env = {**os.environ, "BRIDGES_FILE": str(work / "bridges.yaml"), "DAGSTER_HOME": str(home)}
+    env.pop("BRIDGE_SPARK_REMOTE", None)
+    if remote:
+        env["BRIDGE_SPARK_REMOTE"] = remote
+    return subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
+                             "-m", "bridge_assets", "--select", name], env=env, cwd=PROJECT_ROOT,
+                            stdout=open(work / "run.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait(condition, what: str, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting until {what}")
+        time.sleep(0.05)
+
+
+def kill_round(mode: str, remote: str | None) -> dict:
+    """One killed run: seconds from the kill to the last record its work wrote, and the records written after it."""
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    name = unique_name("kill").replace("-", "_")
+    topic = kafka_topic(unique_name("kill"), PARTITIONS, BACKLOG if mode == "batch" else 0, RECORD_BYTES)
+    KafkaAdmin(KafkaConnection(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"])).create_topic(
+        topic, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    arrivals = TargetArrivals(topic)
+    arrivals.start()
+    halt = threading.Event()
+    sender = threading.Thread(target=lambda: [produce_steady(topic, 1000, 1) for _ in iter(halt.is_set, True)],
+                              daemon=True)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        run = _start_run(name, topic, mode, remote, Path(tmp))
+        try:
+            if mode == "continuous":
+                sender.start()
+                _wait(lambda: len(arrivals.times) >= 3000, "three seconds of records arrived")
+            else:
+                _wait(lambda: len(arrivals.times) > 0, "the batch's first records arrived")
+                time.sleep(1.0)
+            assert run.poll() is None, (Path(tmp) / "run.log").read_text()[-3000:]
+            os.killpg(run.pid, signal.SIGKILL)
+            killed_at = time.time()
+            run.wait()
+            time.sleep(15)  # longer than any orphan work lasts (the lease lapses in 1 s, the watchdog in seconds)
+        finally:
+            halt.set()
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+    arrivals.stop()
+    after = [t for t in arrivals.times if t > killed_at]
+    return {"stopped_after_s": round(max(after) - killed_at, 2) if after else 0.0, "written_after_kill": len(after)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "kill_stop.json"))
+    args = parser.parse_args()
+    results: dict = {"rounds": args.rounds, "rows": {}}
+    with bench_stack() as stack:
+        remote = stack.env()["BRIDGE_SPARK_REMOTE"]
+        for mode in ("continuous", "batch"):
+            for engine, url in (("connect", remote), ("classic", None)):
+                key = f"{mode}, {engine}"
+                rounds = []
+                for i in range(args.rounds):
+                    print(f"kill -9 of a {mode} run on the {engine} engine, round {i + 1} ...", flush=True)
+                    rounds.append(kill_round(mode, url))
+                    print(f"  {rounds[-1]}", flush=True)
+                stops = [r["stopped_after_s"] for r in rounds]
+                results["rows"][key] = {"rounds": rounds, "median_s": statistics.median(stops), "max_s": max(stops)}
+                Path(args.out).write_text(json.dumps(results, indent=1))  # each row as it is measured
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
