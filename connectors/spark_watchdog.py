@@ -6,6 +6,8 @@ it again. The run starts this watchdog as a separate process in a session of its
 the run's process group does not reach it) and holds the write end of its stdin: the line "done" means
 the batch ended; end of file without it means the run died, and the watchdog interrupts every operation
 tagged with the run. The Connect URL, which may carry a token, travels over the pipe and never in argv.
+A Kafka-reading batch's tasks stop sooner on their own, through the batch's lease (spark_read.py); the watchdog
+stops every other batch (the sources') and any task the lease could not reach.
 
 Only the standard library is imported until the run dies: a watchdog costs a bare interpreter per run.
 """

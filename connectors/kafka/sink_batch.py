@@ -60,7 +60,7 @@ def run_kafka_sink_batch(
     if plan.total_records:
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
             rows = deliver_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
-                                         deliver, SUMMARY_SCHEMA, config.reads_kafka_headers,
+                                         deliver, SUMMARY_SCHEMA, consumer_group, config.reads_kafka_headers,
                                          config.isolation_level,
                                          BatchProgress(consumer_group, uuid.uuid4().hex[:16],
                                                        batch.progress_interval_ms / 1000),

@@ -1,4 +1,5 @@
-"""The lease between an always-on Kafka sink's run and its Spark tasks, kept in Kafka: the run commits a beat
+"""The lease between a Kafka-reading bridge's run and its Spark tasks (an always-on stream's, or a batch's:
+spark_read.py), kept in Kafka: the run commits a beat
 (an increasing number, with the stream's id as metadata) to a group of the bridge's own every `BEAT_S`; each task
 reads it back and stops, after committing what it delivered, once the beat names another stream (a newer run's,
 or the run's own "stop") or has not moved for `LAPSE_S` (the run is gone: killed, or its host lost).
@@ -152,11 +153,15 @@ class LeaseWatcher:
     """A task's side: `holds()` is False once the task must stop."""
 
     def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str,
-                 host: HostBeatRef | None = None):
+                 host: HostBeatRef | None = None, outage_grace_s: float | None = None):
         self._consumer = group_committer(client_config, lease_group(group))
         self._where = TopicPartition(partition.topic, partition.partition)
         self._stream_id = stream_id
         self._host = host
+        # A stream's task ends once Kafka is away for LAPSE_S (the run starts it again); a batch's task, whose end
+        # fails the batch, counts the lapse again from `outage_grace_s` after Kafka answers (the run's beats come
+        # back a moment after its reads), and goes on through an outage as its reads do.
+        self._outage_grace_s = outage_grace_s
         self._host_beats = _HostBeatReader.of(client_config, host.group) if host is not None else None
         self._seen: Beat | None = None
         self._seen_at = self._looked_at = time.monotonic()
@@ -180,8 +185,10 @@ class LeaseWatcher:
                 self._judge_owner(self._read_own())
         if beat is None:
             beat = self._seen  # Kafka away for a moment: only the lapse counts
+            if self._outage_grace_s is not None:
+                self._seen_at = now + self._outage_grace_s
         if beat != self._seen:
-            self._seen, self._seen_at = beat, now
+            self._seen, self._seen_at = beat, max(now, self._seen_at)  # the first beat after an outage keeps its grace
         if self.why_not is None and now - self._seen_at > LAPSE_S:
             if self._host_beats is not None:
                 self._judge_owner(self._read_own())  # a stop is told apart from a run gone

@@ -80,7 +80,7 @@ def run_archive_batch(
                                     dead_letter_client_config(kafka, config), bridge_name)
         with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
             rows = deliver_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
-                                         archive, SUMMARY_SCHEMA, config.reads_kafka_headers,
+                                         archive, SUMMARY_SCHEMA, consumer_group, config.reads_kafka_headers,
                                          config.isolation_level)
         for row in rows:
             tp = (row["topic"], row["partition"])

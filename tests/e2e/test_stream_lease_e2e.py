@@ -1,5 +1,6 @@
 """The always-on streams' lease against the local Kafka: a host's one beat keeps every hosted stream's tasks going,
-a stop reaches one stream alone, and a host run that is gone (or replaced) ends its tasks within the lapse."""
+a stop reaches one stream alone, and a host run that is gone (or replaced) ends its tasks within the lapse. A batch's
+tasks watch a lease too: taken by another run, they stop, committing what they delivered."""
 
 from __future__ import annotations
 
@@ -8,7 +9,20 @@ import uuid
 
 from confluent_kafka import TopicPartition
 
-from connectors.kafka.stream_lease import LAPSE_S, OWNER_LOOK_S, HostBeat, LeaseHolder, LeaseWatcher
+import os
+import threading
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from connectors.arrow_rows import rows_batch
+from connectors.kafka.admin import PartitionRange
+from connectors.kafka.connection import KafkaConnection, group_committer
+from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
+from connectors.kafka.spark_read import BatchProgress, deliver_offset_ranges
+from connectors.kafka.stream_lease import (
+    LAPSE_S, OWNER_LOOK_S, HostBeat, LeaseHolder, LeaseWatcher, lease_group,
+)
 from tests.e2e.helpers import kafka_admin
 
 
@@ -66,3 +80,54 @@ def test_one_host_beat_keeps_its_streams_and_a_stop_or_a_gone_host_ends_them(sta
         for watcher in watchers.values():
             watcher.close()
         host.close()
+
+
+def _slow_counting_delivery(batches):
+    """A delivery that takes 0.2 s per Arrow batch (of 2,000 records) and acknowledges everything: its summary counts
+    the records."""
+    counted: dict[tuple[str, int], int] = {}
+    for batch in batches:
+        time.sleep(0.2)
+        key = (batch.column(0)[0].as_py(), batch.column(1)[0].as_py())
+        counted[key] = counted.get(key, 0) + batch.num_rows
+    for (topic, partition), records in counted.items():
+        yield rows_batch([{"topic": topic, "partition": partition, **dict.fromkeys(COUNTERS, 0), "records": records,
+                           "refusals": None, "landed_source": None, "landed_target": None}], SUMMARY_SCHEMA)
+
+
+def test_a_batch_whose_lease_another_run_takes_stops_and_commits_what_it_delivered(stack, spark):
+    """Another run's beat at the batch's lease: the tasks stop at their next look, commit the parts delivered to the
+    bridge's group (where the next run starts) and fail the batch naming why, rather than read on to its end."""
+    where = _topic()
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for i in range(200_000):
+        producer.produce(where.topic, value=f"r{i}".encode(), partition=0)
+        if i % 50_000 == 0:
+            producer.flush(30)
+    producer.flush(30)
+    group = f"connect-batch-lease-{uuid.uuid4().hex[:6]}"
+    config = {"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]}
+    connection = KafkaConnection(bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"])
+
+    def take_the_lease() -> None:
+        """Beats as a newer run would, every 20 ms for 3 s: the batch's own run, alive here, beats every 0.2 s, and
+        a task's look (every 0.2 s) sees whichever beat landed last."""
+        time.sleep(3)  # the batch is delivering by then (it takes 20 s at 0.2 s a batch)
+        taker = group_committer(config, lease_group(group))
+        for beat in range(150):
+            taker.commit(offsets=[TopicPartition(where.topic, 0, 10**9 + beat, metadata="newer-run")],
+                         asynchronous=False)
+            time.sleep(0.02)
+        taker.close()
+
+    threading.Thread(target=take_the_lease, daemon=True).start()
+    with pytest.raises(Exception) as failed:
+        deliver_offset_ranges(spark, connection, [PartitionRange(where.topic, 0, 0, 200_000)], 30,
+                              _slow_counting_delivery, SUMMARY_SCHEMA, group,
+                              progress=BatchProgress(group, "batch-1", 0.5))
+    assert "a newer run took over" in str(failed.value), str(failed.value)[-2000:]
+
+    progress = Consumer({**config, "group.id": group, "log_level": 3})
+    [committed] = progress.committed([TopicPartition(where.topic, 0)], timeout=30)
+    progress.close()
+    assert 0 < committed.offset < 200_000, committed.offset

@@ -1,0 +1,110 @@
+"""When a lease watcher lets go (stream_lease.LeaseWatcher), with a stand-in for Kafka's committed offsets and a
+clock of the test's own: a stream's task goes once Kafka is away for the lapse; a batch's goes on through the outage
+and counts the lapse again from its grace after Kafka answers; both go once the beat stops moving."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from connectors.kafka import spark_read, stream_lease
+from connectors.kafka.stream_lease import BEAT_S, LAPSE_S, LeaseWatcher
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Group:
+    """The lease group's committed beat, as the watcher's consumer reads it; `away` makes reads fail."""
+
+    def __init__(self):
+        self.beat, self.metadata, self.away = 1, "run-1", False
+
+    def committed(self, partitions, timeout):
+        if self.away:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return [TopicPartition(partitions[0].topic, partitions[0].partition, self.beat, metadata=self.metadata)]
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def kafka(monkeypatch) -> tuple[_Group, _Clock]:
+    group, clock = _Group(), _Clock()
+    monkeypatch.setattr(stream_lease, "group_committer", lambda config, name: group)
+    monkeypatch.setattr(stream_lease.time, "monotonic", clock)
+    return group, clock
+
+
+def _watch(group: _Group, clock: _Clock, watcher: LeaseWatcher, seconds: float, beating: bool) -> float | None:
+    """Looks every BEAT_S for `seconds` (the run beating or not): when the watcher let go, or None."""
+    started = clock.now
+    while clock.now - started < seconds:
+        clock.now += BEAT_S
+        if beating and not group.away:
+            group.beat += 1
+        if not watcher.holds():
+            return clock.now - started
+    return None
+
+
+def test_a_streams_task_lets_go_once_kafka_is_away_for_the_lapse(kafka):
+    group, clock = kafka
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1")
+    assert _watch(group, clock, watcher, 5, beating=True) is None
+    group.away = True
+    let_go = _watch(group, clock, watcher, 5, beating=True)
+    assert let_go is not None and let_go <= LAPSE_S + BEAT_S
+    assert watcher.why_not.startswith("the run has not renewed its lease")
+
+
+def test_a_batchs_task_goes_on_through_an_outage_and_waits_its_grace_for_the_beat(kafka):
+    group, clock = kafka
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", outage_grace_s=5.0)
+    group.away = True
+    assert _watch(group, clock, watcher, 30, beating=True) is None  # the run's reads wait for Kafka too
+    group.away = False
+    # Kafka answers, the run's beats not yet back: the grace, then the lapse
+    let_go = _watch(group, clock, watcher, 10, beating=False)
+    assert let_go is not None and 5.0 + LAPSE_S - BEAT_S <= let_go <= 5.0 + LAPSE_S + 2 * BEAT_S
+    # beats back within the grace: it holds on
+    group.away = True
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", outage_grace_s=5.0)
+    assert _watch(group, clock, watcher, 3, beating=False) is None
+    group.away = False
+    assert _watch(group, clock, watcher, 3, beating=False) is None
+    assert _watch(group, clock, watcher, 10, beating=True) is None
+
+
+def test_a_batchs_task_lets_go_at_once_when_another_run_takes_the_lease(kafka):
+    group, clock = kafka
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", outage_grace_s=5.0)
+    assert _watch(group, clock, watcher, 2, beating=True) is None
+    group.metadata = "run-2"
+    assert _watch(group, clock, watcher, 2, beating=True) == pytest.approx(BEAT_S)
+    assert watcher.why_not == "a newer run took over"
+
+
+class _Lease:
+    def __init__(self, holds_for: int):
+        self.looks, self.holds_for = 0, holds_for
+
+    def holds(self) -> bool:
+        self.looks += 1
+        return self.looks <= self.holds_for
+
+
+def test_a_batchs_records_end_at_the_first_look_that_finds_the_lease_gone():
+    batches = [pa.record_batch({"offset": [i]}) for i in range(10)]
+    leased = spark_read._WhileLeased(iter(batches), _Lease(holds_for=3))
+    assert [b.column(0)[0].as_py() for b in leased] == [0, 1, 2, 3]
+    assert leased.lapsed
+    held = spark_read._WhileLeased(iter(batches), _Lease(holds_for=100))
+    assert len(list(held)) == 10 and not held.lapsed
