@@ -6,7 +6,8 @@ engine, `--rounds` times:
 
 - continuous (an always-on stream, a steady 1,000 records/s): its tasks stop when the run's lease lapses;
 - batch (a backlog of 300,000 records of 1 KiB, killed about a second into its arrivals): on the warm engine its
-  watchdog interrupts the job; on the classic engine the job dies with the run's process.
+  tasks stop when the batch's lease lapses (its watchdog interrupts the job too, later); on the classic engine the
+  job dies with the run's process.
 
     python -m bench.kill_stop [--rounds 3]   (a stack of its own, like python -m bench)
 """

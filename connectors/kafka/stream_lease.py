@@ -28,8 +28,11 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.kafka.connection import group_committer
 
-BEAT_S = 0.2
-LAPSE_S = 1.0
+# A task stops between LAPSE_S - BEAT_S and LAPSE_S + 2 * BEAT_S after its run died (the beat it saw last, and its
+# look, are each up to a beat late): within 1 s, with the delivery of what it holds. A run's beat may then be late by
+# up to LAPSE_S - BEAT_S (six beats) before its tasks take it for gone.
+BEAT_S = 0.1
+LAPSE_S = 0.7
 # How often a hosted stream's task reads whose the bridge is (a stop, or a newer run taking over, is seen this late).
 OWNER_LOOK_S = 1.0
 STOP_PREFIX = "stop:"
@@ -214,7 +217,7 @@ class LeaseWatcher:
 
 class _HostBeatReader:
     """The host's beats as a process's tasks read them: one read of every partition asked for, shared by all the
-    host's slots running in the process (a shared task runs many), at most every `BEAT_S` / 2."""
+    host's slots running in the process (a shared task runs many), at most every `BEAT_S`."""
 
     _each: dict[tuple[str, str], _HostBeatReader] = {}
     _each_lock = threading.Lock()
@@ -240,7 +243,7 @@ class _HostBeatReader:
         """The host's last beat at `where`; None if Kafka could not be read now."""
         with self._lock:
             now = time.monotonic()
-            if where not in self._asked or now - self._read_at >= BEAT_S / 2:
+            if where not in self._asked or now - self._read_at >= BEAT_S:
                 self._asked.add(where)
                 try:
                     read = self._consumer.committed([TopicPartition(t, p) for t, p in self._asked], timeout=LAPSE_S)

@@ -31,8 +31,8 @@ from connectors.kafka.spark_read import Deliver
 from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
 
 # With nothing arriving, a consume call waits this long before the task looks at its commits and lease again: an
-# idle stream commits what it delivered last within this long. The lease is read no more often anyway
-# (stream_lease.BEAT_S), and thirty idle slots of a shared task each waking ten times a second add up.
+# idle stream commits what it delivered last within this long, and looks at its lease as often (late enough for a
+# stream that moves nothing); thirty idle slots of a shared task each waking ten times a second add up.
 _IDLE_WAIT_S = 0.2
 # A round's linger longer than this is gathered in steps of it, looking at the lease between them.
 _LINGER_STEP_S = 1.0
