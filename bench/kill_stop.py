@@ -9,7 +9,7 @@ engine, `--rounds` times:
   tasks stop when the batch's lease lapses (its watchdog interrupts the job too, later); on the classic engine the
   job dies with the run's process.
 
-    python -m bench.kill_stop [--rounds 3]   (a stack of its own, like python -m bench)
+    python -m bench.kill_stop [--rounds 3] [--modes continuous,batch]   (a stack of its own, like python -m bench)
 """
 
 from __future__ import annotations
@@ -125,18 +125,25 @@ def kill_round(mode: str, remote: str | None) -> dict:
                 os.killpg(run.pid, signal.SIGKILL)
     arrivals.stop()
     after = [t for t in arrivals.times if t > killed_at]
-    return {"stopped_after_s": round(max(after) - killed_at, 2) if after else 0.0, "written_after_kill": len(after)}
+    # Written in each tenth of a second after the kill: a rate that holds until the end is the tasks going on until
+    # they noticed; a tail that thins out is what they had handed the target still arriving.
+    by_tenth = [0] * (int((max(after) - killed_at) * 10) + 1 if after else 0)
+    for t in after:
+        by_tenth[int((t - killed_at) * 10)] += 1
+    return {"stopped_after_s": round(max(after) - killed_at, 2) if after else 0.0, "written_after_kill": len(after),
+            "written_by_tenth_s": by_tenth}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", default="continuous,batch", help="comma list of continuous, batch")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "kill_stop.json"))
     args = parser.parse_args()
     results: dict = {"rounds": args.rounds, "rows": {}}
     with bench_stack() as stack:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
-        for mode in ("continuous", "batch"):
+        for mode in [m.strip() for m in args.modes.split(",")]:
             for engine, url in (("connect", remote), ("classic", None)):
                 key = f"{mode}, {engine}"
                 rounds = []
