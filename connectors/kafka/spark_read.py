@@ -78,8 +78,8 @@ def deliver_offset_ranges(
     min_partitions: int | None = None,
 ) -> list[Row]:
     """Run `deliver` over the records of every [start, end) range, one Spark task per range, and collect the
-    summary rows (`summary_schema`, a Spark DDL string), under a lease of `consumer_group`'s. A broker silent for `timeout_s` fails the task with
-    one line naming the partition and offset. Without `include_headers` the records have no headers column.
+    summary rows (`summary_schema`, a Spark DDL string), the tasks held on a lease in `consumer_group`'s lease group.
+    A broker silent for `timeout_s` fails the task with one line naming the partition and offset. Without `include_headers` the records have no headers column.
     With `progress`, each task commits what was acknowledged as it goes (the summary must carry the sink's
     counters, sink_tally.SUMMARY_SCHEMA). With `min_partitions`, ranges are split until there are at least that
     many tasks (`split_ranges`)."""

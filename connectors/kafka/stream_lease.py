@@ -28,9 +28,10 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.kafka.connection import group_committer
 
-# A task stops between LAPSE_S - BEAT_S and LAPSE_S + 2 * BEAT_S after its run died (the beat it saw last, and its
-# look, are each up to a beat late): within 1 s, with the delivery of what it holds. A run's beat may then be late by
-# up to LAPSE_S - BEAT_S (six beats) before its tasks take it for gone.
+# A stream's task stops between LAPSE_S - BEAT_S and LAPSE_S + 2 * BEAT_S after its run died (the beat it saw last,
+# and its look, are each up to a beat late), then delivers what it holds: within 1 s. A batch's task looks between
+# the Arrow batches it hands the target, later on a busy machine (bench.kill_stop). A run's beat may be late by up to
+# LAPSE_S - BEAT_S (six beats) before its tasks take it for gone.
 BEAT_S = 0.1
 LAPSE_S = 0.7
 # How often a hosted stream's task reads whose the bridge is (a stop, or a newer run taking over, is seen this late).
