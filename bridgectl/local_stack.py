@@ -80,10 +80,15 @@ def _parse_port(name: str, value: str) -> int:
     return int(value)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _free_port(avoid: set[int] = frozenset()) -> int:
+    """A port free now and not in `avoid`: the kernel may hand a released port out again at once, and two services
+    of one stack given the same port found it taken when the second started (a clean-clone CI run failed on it)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in avoid:
+            return port
 
 
 def _port_open(port: int) -> bool:
@@ -114,6 +119,7 @@ class LocalStack:
         state = self._load_state()
         ports = state.setdefault("ports", {})
         changed = False
+        taken = set(ports.values())
         for name, default in DEFAULT_PORTS.items():
             override = os.environ.get(f"BRIDGE_{name.upper()}_PORT")
             if override is not None:
@@ -123,9 +129,10 @@ class LocalStack:
             elif name in ports:
                 continue
             else:
-                wanted = _free_port() if self._pick_free_ports else default
+                wanted = _free_port(taken) if self._pick_free_ports else default
             changed |= ports.get(name) != wanted
             ports[name] = wanted
+            taken.add(wanted)
         if changed:
             self._save_state(state)
         return ports

@@ -27,6 +27,30 @@ def test_ports_are_chosen_once_and_kept_and_an_override_always_wins(tmp_path, mo
     assert [s.running for s in stack.status()] == [False] * len(SERVICES)
 
 
+def test_free_ports_picked_for_a_stack_are_all_different(tmp_path, monkeypatch):
+    """The kernel may hand a just-released port out again: each port is asked for twice here, as it happened."""
+    from bridgectl import local_stack
+
+    handed = iter(port for port in range(40000, 41000) for _ in range(2))
+
+    class _Socket:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def bind(self, address):
+            self.port = next(handed)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(local_stack.socket, "socket", _Socket)
+    ports = LocalStack(home=tmp_path, pick_free_ports=True).ports()
+    assert len(set(ports.values())) == len(ports)
+
+
 def test_an_override_that_cannot_win_yet_says_what_to_do(tmp_path, monkeypatch):
     stack = LocalStack(home=tmp_path)
     stack.ports()
