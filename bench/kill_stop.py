@@ -118,7 +118,7 @@ def kill_round(mode: str, remote: str | None) -> dict:
             os.killpg(run.pid, signal.SIGKILL)
             killed_at = time.time()
             run.wait()
-            time.sleep(15)  # longer than any orphan work lasts (the lease lapses in 1 s, the watchdog in seconds)
+            time.sleep(15)  # longer than any orphan work lasts (the lease lapses in 0.7 s, the watchdog in seconds)
         finally:
             halt.set()
             if run.poll() is None:
