@@ -30,10 +30,22 @@ def _written_on_target(topic: str) -> int:
     return sum(target.end_offsets({topic: partitions})[topic].values()) if partitions else 0
 
 
-def _records(topic: str) -> list[tuple[int, str]]:
-    """(partition, value) of every record a read_committed consumer of the target sees, in each partition's order."""
-    return [(m.partition(), m.value().decode())
+def _records(topic: str) -> list[tuple[int, str, int]]:
+    """(partition, value, offset) of every record a read_committed consumer of the target sees, in each partition's
+    order."""
+    return [(m.partition(), m.value().decode(), m.offset())
             for m in read_committed(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], topic, PARTITIONS, 3)]
+
+
+def _runs(places: list[tuple[int, int]]) -> str:
+    """A partition's (place, target offset) pairs as runs of consecutive places: "0-1514 @3-1517, 1515 @1519"."""
+    runs: list[list[int]] = []  # [first place, last place, first offset, last offset]
+    for place, offset in places:
+        if runs and place == runs[-1][1] + 1:
+            runs[-1][1], runs[-1][3] = place, offset
+        else:
+            runs.append([place, place, offset, offset])
+    return ", ".join(f"{a}-{b} @{c}-{d}" if a != b else f"{a} @{c}" for a, b, c, d in runs)
 
 
 @pytest.mark.parametrize("support", ["required", "requested"])
@@ -63,16 +75,17 @@ def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_
 
     inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written_on_target(topic),
                    "kafka_target", kill_within_s=0.5,
-                   done=lambda: len({value for _, value in _records(topic)}) >= RECORDS)
+                   done=lambda: len({value for _, value, _ in _records(topic)}) >= RECORDS)
     records = _records(topic)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
                              "the target broker restarted, two runs at once (warm engine)", "KafkaSink",
-                             set(produced), [value for _, value in records], time.monotonic() - started)
+                             set(produced), [value for _, value, _ in records], time.monotonic() - started)
     assert row.lost == 0
     if support == "required":
         assert row.duplicated == 0
         # In order per partition, in the partition it came from (target.partition=same).
-        assert all(value.startswith(f"p{partition}:") for partition, value in records)
+        assert all(value.startswith(f"p{partition}:") for partition, value, _ in records)
         for partition in range(PARTITIONS):
-            places = [int(value[3:]) for p, value in records if p == partition]
-            assert places == sorted(places)
+            places = [(int(value[3:]), offset) for p, value, offset in records if p == partition]
+            # Out of order once (a CI run, not reproduced alone): the runs and their target offsets say how.
+            assert places == sorted(places), f"target partition {partition} out of order: {_runs(places)}"
