@@ -100,7 +100,8 @@ def _lite_reader(spark, records: int, size: int) -> Reader:
 
         def go() -> float:
             result = run_lite_source_batch(spark, config, lite_connection(), _admin(), {},
-                                           BatchSettings(max_records=records), _bridge("lite", mode))
+                                           BatchSettings(max_records=records), _bridge("lite", mode),
+                                           f"connect-{_bridge('lite', mode)}")
             assert result.messages == records, result.messages
             return result.records_per_second
         return go
@@ -128,7 +129,7 @@ def _cloud_reader(spark, records: int, size: int) -> Reader:
 
         def go() -> float:
             result = run_source_batch(spark, config, connection, _admin(), BatchSettings(max_records=records),
-                                      _bridge("cloud", mode))
+                                      _bridge("cloud", mode), f"connect-{_bridge('cloud', mode)}")
             assert result.written == records, result.written
             return result.records_per_second
         return go

@@ -87,9 +87,11 @@ def main() -> None:
 
         spark, _ = warm_engine("classic", stack.env().get("BRIDGE_SPARK_REMOTE"))
         warm_up = _filled(2_000, args.size)
-        run_source_batch(spark, _config(warm_up), connection, admin, BatchSettings(max_records=2_000), "profile-source")
+        run_source_batch(spark, _config(warm_up), connection, admin, BatchSettings(max_records=2_000), "profile-source",
+                     "connect-profile-source")
         name = _filled(args.records, args.size)
-        result = run_source_batch(spark, _config(name), connection, admin, BatchSettings(max_records=args.records), "profile-source")
+        result = run_source_batch(spark, _config(name), connection, admin, BatchSettings(max_records=args.records),
+                                  "profile-source", "connect-profile-source")
         print(f"{args.records:,} messages of {args.size} B\n"
               f"- one pull task alone, in this process: {moved:,} in {alone_s:.2f} s ({moved / alone_s:,.0f}/s)\n"
               f"- a whole micro-batch, 2 tasks, warm classic engine: {result.written:,} in {result.duration_s:.2f} s "

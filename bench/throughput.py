@@ -252,7 +252,8 @@ def _cloud_source(measure, spark, admin, size, count):
             {"cps.project": "bench", "cps.subscription": name, "kafka.topic": name, **keys})
 
         def run():
-            result = run_source_batch(spark, config, connection, admin, BatchSettings(max_records=count), name)
+            result = run_source_batch(spark, config, connection, admin, BatchSettings(max_records=count), name,
+                                      f"connect-{name}")
             return result.written, result.duration_s
 
         measure("CloudPubSubSourceConnector", size, label, run)
@@ -270,7 +271,7 @@ def _lite_source(measure, spark, admin, subscription, size, count):
 
     def run():
         result = run_lite_source_batch(spark, config, lite_connection(), admin, {}, BatchSettings(max_records=count),
-                                       "bench")
+                                       "bench", "connect-bench")
         assert result.messages == count, result.messages
         return result.messages, result.duration_s
 

@@ -15,6 +15,7 @@ from connectors.cloud_pubsub_source.exactly_once import ExactlyOnceTask, pull_an
 from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask, pull_and_deliver
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.batch_lease import held_batch_lease
 from connectors.kafka.transactions import PositionsTopic
 
 
@@ -53,22 +54,29 @@ def run_source_batch(
     kafka: KafkaAdmin,
     batch: BatchSettings,
     bridge_name: str,
+    consumer_group: str,
 ) -> SourceBatchResult:
-    """Pull up to batch.max_records messages in batch.parallelism Spark tasks and deliver them."""
+    """Pull up to batch.max_records messages in batch.parallelism Spark tasks and deliver them, the tasks held on a
+    lease in `consumer_group`'s lease group (batch_lease.py; at kafka.topic's partition 0, as the bridge's stream)."""
     started = time.monotonic()
     check_target_topic(kafka, config)
+    client_config = kafka.connection.librdkafka_config()
     # Streaming pull: one stream per Spark task, cps.streamingPull.parallelStreams of them.
     tasks = config.streaming_pull_parallel_streams if config.streaming_pull_enabled else batch.parallelism
-    task = SourceTask(config, connection, kafka.connection.librdkafka_config(), math.ceil(batch.max_records / tasks),
-                      batch.outage_timeout_seconds, batch.max_seconds)
-    deliver = functools.partial(pull_and_deliver, task)
+    positions = slots_in_topic = None
     if config.exactly_once:
-        positions = PositionsTopic(config.positions_topic_name(bridge_name), kafka.connection.librdkafka_config())
+        positions = PositionsTopic(config.positions_topic_name(bridge_name), client_config)
         # A partition per pull slot; the records of slots beyond `tasks` (from a run with more) are still read.
         slots_in_topic = positions.ensure(kafka, tasks)
-        deliver = functools.partial(pull_and_deliver_in_transactions, ExactlyOnceTask(task, positions, slots_in_topic))
-    slots = spark.range(0, tasks, 1, tasks).selectExpr("CAST(id AS INT) AS slot")
-    rows = slots.mapInArrow(deliver, SUMMARY_SCHEMA).collect()
+    with held_batch_lease(client_config, consumer_group, (config.kafka_topic, 0)) as lease:
+        task = SourceTask(config, connection, client_config, math.ceil(batch.max_records / tasks),
+                          batch.outage_timeout_seconds, batch.max_seconds, lease)
+        deliver = functools.partial(pull_and_deliver, task)
+        if positions is not None:
+            deliver = functools.partial(pull_and_deliver_in_transactions,
+                                        ExactlyOnceTask(task, positions, slots_in_topic))
+        slots = spark.range(0, tasks, 1, tasks).selectExpr("CAST(id AS INT) AS slot")
+        rows = slots.mapInArrow(deliver, SUMMARY_SCHEMA).collect()
     result = SourceBatchResult()
     for row in rows:
         if row["kafka_partition"] < 0:

@@ -26,7 +26,7 @@ import json
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
@@ -36,6 +36,7 @@ from connectors.cloud_pubsub_source.write import (
     received_messages, summary_rows,
 )
 from connectors.errors import BatchError
+from connectors.kafka.batch_lease import watching
 from connectors.kafka.connection import source_producer_config
 from connectors.kafka.transactions import PositionsTopic, commit, holding_slot
 
@@ -191,18 +192,21 @@ def pull_and_deliver_in_transactions(task: ExactlyOnceTask,
                                      batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """write.pull_and_deliver's counterpart under exactly once: a summary per slot, once committed."""
     slots = [slot for batch in batches for slot in batch.column("slot").to_pylist()]
-    with pubsub_clients(task.source) as (subscriber, path, topic_codec):
+    source = task.source
+    with watching(source.lease, source.kafka_client_config,
+                  f"pulling subscription {source.config.cps_subscription}") as keep_going, \
+            pubsub_clients(source) as (subscriber, path, topic_codec):
         subscription = subscriber.get_subscription(subscription=path)
         ack_deadline_s = subscription.ack_deadline_seconds or 10
         # Past its retention Pub/Sub gives a message no more: older ids need no keeping.
         keep_ms = int(subscription.message_retention_duration.total_seconds() * 1000 or 7 * 86_400_000)
         keep_ms += LEASE_S * 1000
         for slot in slots:
-            yield _move_slot(task, subscriber, path, topic_codec, slot, ack_deadline_s, keep_ms)
+            yield _move_slot(task, subscriber, path, topic_codec, slot, ack_deadline_s, keep_ms, keep_going)
 
 
 def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: int, ack_deadline_s: float,
-               keep_ms: int) -> pa.RecordBatch:
+               keep_ms: int, keep_going: Callable[[], bool]) -> pa.RecordBatch:
     source, cfg, positions = task.source, task.source.config, task.positions
     key, what = position_key(cfg, slot), f"pull slot {slot} of {path}"
     keys = {position_key(cfg, s): s for s in range(task.slots_in_topic)}
@@ -217,7 +221,7 @@ def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: 
             converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot, topic_codec=topic_codec)
             mover = _SlotMover(task, subscriber, path, producer, view, state, delivery, leases, acks, slot, what,
                                keep_ms)
-            mover.pull_until_done(converter)
+            mover.pull_until_done(converter, keep_going)
             recognized = mover.recognized
         except BaseException:
             _abort_quietly(producer)
@@ -241,12 +245,12 @@ class _SlotMover:
         self._recognized_ids: list[str] = []  # acked, waiting to be written down as released
         self._committed = view.records.get(self.key)
 
-    def pull_until_done(self, converter) -> None:
+    def pull_until_done(self, converter, keep_going: Callable[[], bool]) -> None:
         source, cfg = self.task.source, self.task.source.config
         interval_s = cfg.transaction_boundary_interval_ms / 1000 if cfg.transaction_boundary == "interval" else None
         started = opened = time.monotonic()
         pulled = 0
-        while pulled < source.quota and source.has_time(started):
+        while pulled < source.quota and source.has_time(started) and keep_going():
             self.leases.keep()
             asked = time.monotonic()
             response = self.subscriber.pull(

@@ -18,7 +18,7 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     config = bridge.config
     with systems.spark.batch_session(bridge.name) as spark:
         result = run_source_batch(spark, config, systems.pubsub.connection_for(config), systems.kafka.admin(),
-                                  bridge.batch, bridge.name)
+                                  bridge.batch, bridge.name, bridge.consumer_group)
     return source_report(result)
 
 

@@ -19,6 +19,7 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter, MessageError, PubSubMessageIn
 from connectors.errors import BatchError
+from connectors.kafka.batch_lease import BatchLease, watching
 from connectors.kafka.connection import kept_client, refused_for_good, source_producer_config
 from connectors.outage import google_unanswered, outages_named
 
@@ -49,6 +50,7 @@ class SourceTask:
     quota: int  # messages one task pulls at most
     outage_timeout_s: float = 30
     max_seconds: float | None = None  # pulls no longer than this (continuous mode: a commit interval)
+    lease: BatchLease | None = None  # a micro-batch's: its tasks pull while the run holds it
 
     def has_time(self, started: float) -> bool:
         return self.max_seconds is None or time.monotonic() - started < self.max_seconds
@@ -147,13 +149,14 @@ def summary_rows(delivery: "_Delivery", recognized: int = 0) -> pa.RecordBatch:
 def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     slots = [slot for batch in batches for slot in batch.column("slot").to_pylist()]
     cfg = task.config
-    with source_clients(task) as clients:
+    with watching(task.lease, task.kafka_client_config, f"pulling {cfg.cps_subscription}") as keep_going, \
+            source_clients(task) as clients:
         for slot in slots:
             converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot, topic_codec=clients.topic_codec)
             if cfg.streaming_pull_enabled:
-                _streaming_pull(task, clients.subscriber, clients.path, converter, clients.delivery)
+                _streaming_pull(task, clients.subscriber, clients.path, converter, clients.delivery, keep_going)
             else:
-                _unary_pull(task, clients.subscriber, clients.path, converter, clients.delivery)
+                _unary_pull(task, clients.subscriber, clients.path, converter, clients.delivery, keep_going)
     yield summary_rows(clients.delivery)
 
 
@@ -166,12 +169,14 @@ def pull_retry(outage_timeout_s: float):
         exceptions.ServiceUnavailable, exceptions.Unknown), timeout=outage_timeout_s)
 
 
-def _unary_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery") -> None:
-    """Pull with cps.maxBatchSize until the subscription has nothing more or the quota is reached."""
+def _unary_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery",
+                keep_going: Callable[[], bool]) -> None:
+    """Pull with cps.maxBatchSize until the subscription has nothing more, the quota is reached or `keep_going`
+    says no."""
     cfg = task.config
     started = time.monotonic()
     with PulledDelivery(subscriber, path, delivery) as pulls:
-        while delivery.totals["pulled"] < task.quota and task.has_time(started):
+        while delivery.totals["pulled"] < task.quota and task.has_time(started) and keep_going():
             response = subscriber.pull(
                 subscription=path, max_messages=min(cfg.cps_max_batch_size, task.quota - delivery.totals["pulled"]),
                 timeout=PULL_TIMEOUT_S, retry=pull_retry(task.outage_timeout_s),
@@ -246,13 +251,15 @@ class PulledDelivery:
                                                  ack_deadline_seconds=ACK_DEADLINE_EXTENSION_S)
 
 
-def _streaming_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery") -> None:
-    """Streaming pull with the cps.streamingPull.* flow control; the client extends leases itself."""
+def _streaming_pull(task: SourceTask, subscriber, path: str, converter, delivery: "_Delivery",
+                    keep_going: Callable[[], bool]) -> None:
+    """Streaming pull with the cps.streamingPull.* flow control (the client extends leases itself), until the
+    stream goes quiet, the quota is reached or `keep_going` says no."""
     cfg = task.config
     arrived: queue.Queue = queue.Queue()
     with streaming_pull(subscriber, path, cfg, task.quota, arrived):
         started = time.monotonic()
-        while delivery.totals["pulled"] < task.quota and task.has_time(started):
+        while delivery.totals["pulled"] < task.quota and task.has_time(started) and keep_going():
             try:
                 first = arrived.get(timeout=STREAM_IDLE_S)
             except queue.Empty:

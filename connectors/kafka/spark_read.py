@@ -1,18 +1,15 @@
 """Driver side of every Kafka-reading bridge: one Spark task per planned offset range, each reading its range
 in the Python worker (range_reader.py) and handing the records straight to the connector's delivery.
 
-The run beats a lease for the batch (stream_lease.py, as an always-on stream's run does) and its tasks stop reading
-once it lapses: a killed run's batch stops within about a second on either engine. Without it, a Spark Connect
-server went on with a dead client's job until the run's watchdog interrupted it, seconds later.
+The run holds a lease for the batch (batch_lease.py) and its tasks stop reading once it lapses: a killed run's batch
+stops within about a second on either engine.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -20,13 +17,12 @@ import pyarrow as pa
 from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql import Row, SparkSession
 
-from connectors.errors import BatchError
 from connectors.kafka.admin import PartitionRange
+from connectors.kafka.batch_lease import BatchLease, held_batch_lease, watching
 from connectors.kafka.connection import KafkaConnection, group_committer
 from connectors.kafka.delivered import DeliveredCommit
 from connectors.kafka.range_reader import ReaderSettings, read_ranges
 from connectors.kafka.sink_tally import COUNTERS
-from connectors.kafka.stream_lease import LeaseHolder, LeaseWatcher
 
 __all__ = ["BatchProgress", "Deliver", "deliver_offset_ranges", "split_ranges"]
 
@@ -44,25 +40,6 @@ class BatchProgress:
     group: str
     batch_id: str
     every_s: float
-
-
-@dataclass(frozen=True)
-class BatchLease:
-    """Where a batch's run beats its lease: the lease group of the bridge's consumer group, at the batch's first
-    partition (an always-on stream's place too, so whichever started last fences the other's tasks)."""
-
-    group: str
-    where: tuple[str, int]
-    batch_id: str
-
-
-# How long after Kafka answers again a batch's task waits for the run's beat before it counts the lapse.
-_LEASE_OUTAGE_GRACE_S = 5.0
-
-
-class LeaseLapsed(BatchError):
-    """A batch's task stopped because its run no longer holds the batch's lease (killed, or another run took the
-    bridge); what it delivered is committed to the bridge's group, for the next run to start from."""
 
 
 def deliver_offset_ranges(
@@ -87,17 +64,11 @@ def deliver_offset_ranges(
     settings = ReaderSettings({**connection.librdkafka_config(), "isolation.level": isolation_level},
                               connection.bootstrap_servers, timeout_s, include_headers)
     pieces = split_ranges(list(ranges), min_partitions) if min_partitions else [(r, True) for r in ranges]
-    lease = BatchLease(consumer_group, (ranges[0].topic, ranges[0].partition), uuid.uuid4().hex[:16])
-    holder = LeaseHolder(connection.librdkafka_config(), lease.group, TopicPartition(*lease.where), lease.batch_id)
-    try:
+    with held_batch_lease(connection.librdkafka_config(), consumer_group,
+                          (ranges[0].topic, ranges[0].partition)) as lease:
         tasks = spark.range(0, len(pieces), 1, len(pieces))
         return tasks.mapInArrow(functools.partial(_read_and_deliver, settings, pieces, deliver, progress, lease),
                                 summary_schema).collect()
-    finally:
-        # Tasks left behind by a failure (or an interrupt) stop at once rather than at the lapse; with Kafka away they
-        # stop at the lapse (stop() closes the holder either way).
-        with contextlib.suppress(KafkaException):
-            holder.stop()
 
 
 def split_ranges(ranges: list[PartitionRange], at_least: int) -> list[tuple[PartitionRange, bool]]:
@@ -122,44 +93,30 @@ def _read_and_deliver(settings: ReaderSettings, pieces: list[tuple[PartitionRang
     mine = [pieces[i][0] for i in ids]
     if not mine:
         return
-    watcher = LeaseWatcher(settings.client_config, lease.group, TopicPartition(*lease.where), lease.batch_id,
-                           outage_grace_s=_LEASE_OUTAGE_GRACE_S)
-    try:
-        records = _WhileLeased(read_ranges(settings, mine), watcher)
+    what = f"reading {', '.join(f'{r.topic}-{r.partition}' for r in mine)}"
+    # A lapse fails the task once what was handed to the delivery is acknowledged (and committed, with progress): a
+    # run still there then does not record the batch's end as delivered.
+    with watching(lease, settings.client_config, what) as keep_going:
+        records = _while_leased(read_ranges(settings, mine), keep_going)
         # Progress is committed only by a partition's first piece: a later piece's end, committed while an earlier
         # piece is still on its way, would skip that piece's rest after a kill.
         if progress is None or not all(pieces[i][1] for i in ids):
-            yield from deliver(iter(records))
+            yield from deliver(records)
         else:
             yield from _deliver_in_parts(settings, progress, deliver, records)
-        if records.lapsed:
-            # Whatever was handed to the delivery has been acknowledged (and committed, with progress): failing
-            # the task keeps a run that is still there from recording the batch's end as delivered.
-            raise LeaseLapsed(f"reading {', '.join(f'{r.topic}-{r.partition}' for r in mine)} stopped: "
-                              f"{watcher.why_not}")
-    finally:
-        watcher.close()
 
 
-class _WhileLeased:
-    """The records of `source` while the run holds the batch's lease (looked at between Arrow batches)."""
-
-    def __init__(self, source: Iterator[pa.RecordBatch], watcher: LeaseWatcher):
-        self._source, self._watcher = source, watcher
-        self.lapsed = False
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        for batch in self._source:
-            yield batch
-            if not self._watcher.holds():
-                self.lapsed = True
-                return
+def _while_leased(source: Iterator[pa.RecordBatch], keep_going: Callable[[], bool]) -> Iterator[pa.RecordBatch]:
+    """The records of `source` while `keep_going` says so (asked between Arrow batches)."""
+    for batch in source:
+        yield batch
+        if not keep_going():
+            return
 
 
 def _deliver_in_parts(settings: ReaderSettings, progress: BatchProgress, deliver: Deliver,
-                      leased: _WhileLeased) -> Iterator[pa.RecordBatch]:
+                      records: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """`deliver` over a part at a time, committing where each acknowledged part ends (BatchProgress)."""
-    records = iter(leased)
     committer = group_committer(settings.client_config, progress.group)
     counts: dict[tuple[str, int], dict[str, int]] = {}
     try:

@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, share_budget
+from connectors.kafka.batch_lease import held_batch_lease
 from connectors.kafka.transactions import PositionsTopic
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection, region_of
@@ -108,7 +109,11 @@ def run_lite_source_batch(
     recorded: LiteCursors,
     batch: BatchSettings,
     bridge_name: str,
+    consumer_group: str,
 ) -> LiteSourceBatchResult:
+    """Up to batch.max_records messages from the subscription's cursors (or the transactions' positions) to Kafka, a
+    Spark task per Lite partition range, held on a lease in `consumer_group`'s lease group (batch_lease.py; at
+    kafka.topic's partition 0, as the bridge's stream); the cursors are committed once Kafka has every record."""
     started = time.monotonic()
     kafka_partition_count = target_partition_count(kafka, config)
     subscription = config.subscription_path()
@@ -127,11 +132,12 @@ def run_lite_source_batch(
               for p, n in sorted(budgets.items()) if n > 0]
     result = LiteSourceBatchResult(start_cursors=starts, head_cursors=heads, resumed_from_transactions=resumed)
     if ranges:
-        task = LiteSourceTask(config, connection, kafka.connection.librdkafka_config(), kafka_partition_count,
-                              positions)
+        client_config = kafka.connection.librdkafka_config()
         frame = spark.createDataFrame(ranges, RANGE_SCHEMA).repartition(min(len(ranges), batch.parallelism))
         deliver = read_and_deliver_in_transactions if positions is not None else read_and_deliver
-        rows = frame.mapInArrow(functools.partial(deliver, task), SUMMARY_SCHEMA).collect()
+        with held_batch_lease(client_config, consumer_group, (config.kafka_topic, 0)) as lease:
+            task = LiteSourceTask(config, connection, client_config, kafka_partition_count, positions, lease)
+            rows = frame.mapInArrow(functools.partial(deliver, task), SUMMARY_SCHEMA).collect()
         cursor_service = connection.cursor_service(region_of(config.subscription_path().location))
         for row in rows:
             partition = row["lite_partition"]

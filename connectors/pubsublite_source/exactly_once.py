@@ -10,14 +10,16 @@ cannot be skipped alone (errors.tolerance=all still skips what the producer refu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
 from connectors.arrow_rows import rows_batch
 
 from connectors.errors import BatchError
+from connectors.kafka.batch_lease import watching
 from connectors.kafka.transactions import commit, holding_slot
 from connectors.pubsublite.clients import region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
@@ -39,19 +41,22 @@ def read_and_deliver_in_transactions(task: LiteSourceTask,
                                      batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """write.read_and_deliver's counterpart under exactly once: one summary row per range, once committed."""
     ranges = [row for batch in batches for row in batch.to_pylist()]
+    with watching(task.lease, task.kafka_client_config, f"reading {task.config.subscription_path()}") as keep_going:
 
-    async def move_all() -> list[dict]:
-        client = task.connection.async_subscriber_service(region_of(task.config.subscription_path().location))
-        try:
-            return [await _move_range(task, client, r["lite_partition"], r["start_offset"], r["end_offset"])
-                    for r in ranges]
-        finally:
-            await client.transport.close()
+        async def move_all() -> list[dict]:
+            client = task.connection.async_subscriber_service(region_of(task.config.subscription_path().location))
+            try:
+                return [await _move_range(task, client, r["lite_partition"], r["start_offset"], r["end_offset"],
+                                          keep_going) for r in ranges if keep_going()]
+            finally:
+                await client.transport.close()
 
-    yield rows_batch(asyncio.run(move_all()), SUMMARY_SCHEMA)
+        rows = asyncio.run(move_all())
+    yield rows_batch(rows, SUMMARY_SCHEMA)
 
 
-async def _move_range(task: LiteSourceTask, client, lite_partition: int, start: int, end: int) -> dict:
+async def _move_range(task: LiteSourceTask, client, lite_partition: int, start: int, end: int,
+                      keep_going: Callable[[], bool]) -> dict:
     cfg, positions = task.config, task.positions
     what = f"Lite partition {lite_partition}"
     key = position_key(cfg, lite_partition)
@@ -66,15 +71,18 @@ async def _move_range(task: LiteSourceTask, client, lite_partition: int, start: 
         stats: dict = {}
         messages = written_bytes = 0
         opened = time.monotonic()
-        async for batch in read_partition(client, str(cfg.subscription_path()), lite_partition, start, end,
-                                          cfg.partition_flow_control_messages, cfg.partition_flow_control_bytes,
-                                          stats):
-            written_bytes += write_batch(converter, writer, lite_partition, batch)
-            messages += len(batch)
-            if interval_s is not None and time.monotonic() - opened >= interval_s:
-                _commit(writer, positions, lite_partition, key, stats["next_cursor"], what)
-                producer.begin_transaction()
-                opened = time.monotonic()
+        async with contextlib.aclosing(read_partition(
+                client, str(cfg.subscription_path()), lite_partition, start, end,
+                cfg.partition_flow_control_messages, cfg.partition_flow_control_bytes, stats)) as batches:
+            async for batch in batches:
+                written_bytes += write_batch(converter, writer, lite_partition, batch)
+                messages += len(batch)
+                if interval_s is not None and time.monotonic() - opened >= interval_s:
+                    _commit(writer, positions, lite_partition, key, stats["next_cursor"], what)
+                    producer.begin_transaction()
+                    opened = time.monotonic()
+                if not keep_going():  # what was written is committed below, up to where it ends
+                    break
         _commit(writer, positions, lite_partition, key, stats.get("next_cursor", start), what)
     return {"lite_partition": lite_partition, "started_at": start, "next_cursor": stats.get("next_cursor", start),
             "messages": messages, "written": messages, "bytes": written_bytes, "lost": stats.get("lost", 0),

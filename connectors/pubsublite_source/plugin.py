@@ -22,7 +22,8 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     config = bridge.config
     with systems.spark.batch_session(bridge.name) as spark:
         result = run_lite_source_batch(spark, config, systems.pubsublite.connection_for(config),
-                                       systems.kafka.admin(), position, bridge.batch, bridge.name)
+                                       systems.kafka.admin(), position, bridge.batch, bridge.name,
+                                       bridge.consumer_group)
     return lite_source_report(result)
 
 

@@ -7,9 +7,10 @@ only after Kafka acknowledged every record of it; the driver commits cursors aft
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
@@ -18,6 +19,7 @@ from confluent_kafka import KafkaException
 from connectors.arrow_rows import rows_batch
 from connectors.errors import BatchError
 from connectors.kafka_connect.errors import ConversionError
+from connectors.kafka.batch_lease import BatchLease, watching
 from connectors.kafka.connection import kept_client, refused_for_good, source_producer_config
 from connectors.kafka.transactions import PositionsTopic
 from connectors.pubsublite.clients import LiteConnection, region_of
@@ -41,6 +43,7 @@ class LiteSourceTask:
     kafka_client_config: dict[str, str]
     kafka_partition_count: int
     positions: PositionsTopic | None = None  # exactly.once.support=required: where the transactions record positions
+    lease: BatchLease | None = None  # a micro-batch's: its tasks read while the run holds it
 
 
 class KafkaWriter:
@@ -92,15 +95,19 @@ class KafkaWriter:
 
 
 async def _move_range(task: LiteSourceTask, client, writer: KafkaWriter, lite_partition: int,
-                      start: int, end: int) -> dict:
+                      start: int, end: int, keep_going: Callable[[], bool]) -> dict:
     cfg = task.config
     converter = PubSubLiteSourceConverter(cfg, task.kafka_partition_count, round_robin_start=lite_partition)
     stats: dict = {}
     messages = written_bytes = 0
-    async for batch in read_partition(client, str(cfg.subscription_path()), lite_partition, start, end,
-                                      cfg.partition_flow_control_messages, cfg.partition_flow_control_bytes, stats):
-        written_bytes += write_batch(converter, writer, lite_partition, batch)
-        messages += len(batch)
+    async with contextlib.aclosing(read_partition(
+            client, str(cfg.subscription_path()), lite_partition, start, end, cfg.partition_flow_control_messages,
+            cfg.partition_flow_control_bytes, stats)) as batches:
+        async for batch in batches:
+            written_bytes += write_batch(converter, writer, lite_partition, batch)
+            messages += len(batch)
+            if not keep_going():
+                break
     return {"lite_partition": lite_partition, "started_at": start, "next_cursor": stats["next_cursor"],
             "messages": messages, "written": messages, "bytes": written_bytes, "lost": stats["lost"]}
 
@@ -121,14 +128,15 @@ def write_batch(converter: PubSubLiteSourceConverter, writer: KafkaWriter, lite_
 
 def read_and_deliver(task: LiteSourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     ranges = [row for batch in batches for row in batch.to_pylist()]
-    with kept_client(source_producer_config(task.kafka_client_config)) as producer:  # kept for this Python worker's next task
+    with watching(task.lease, task.kafka_client_config, f"reading {task.config.subscription_path()}") as keep_going, \
+            kept_client(source_producer_config(task.kafka_client_config)) as producer:  # kept for the worker's next task
         writer = KafkaWriter(task, producer)
 
         async def move_all() -> list[dict]:
             client = task.connection.async_subscriber_service(region_of(task.config.subscription_path().location))
             try:
                 return [await _move_range(task, client, writer, r["lite_partition"], r["start_offset"],
-                                          r["end_offset"]) for r in ranges]
+                                          r["end_offset"], keep_going) for r in ranges if keep_going()]
             finally:
                 # Closing the channel here ends the cancelled streams' request pumps before the loop closes.
                 await client.transport.close()

@@ -103,8 +103,6 @@ class _Lease:
 
 def test_a_batchs_records_end_at_the_first_look_that_finds_the_lease_gone():
     batches = [pa.record_batch({"offset": [i]}) for i in range(10)]
-    leased = spark_read._WhileLeased(iter(batches), _Lease(holds_for=3))
+    leased = spark_read._while_leased(iter(batches), _Lease(holds_for=3).holds)
     assert [b.column(0)[0].as_py() for b in leased] == [0, 1, 2, 3]
-    assert leased.lapsed
-    held = spark_read._WhileLeased(iter(batches), _Lease(holds_for=100))
-    assert len(list(held)) == 10 and not held.lapsed
+    assert len(list(spark_read._while_leased(iter(batches), _Lease(holds_for=100).holds))) == 10
