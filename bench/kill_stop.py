@@ -7,9 +7,11 @@ engine, `--rounds` times:
 - continuous (an always-on stream, a steady 1,000 records/s): its tasks stop when the run's lease lapses;
 - batch (a backlog of 300,000 records of 1 KiB, killed about a second into its arrivals): on the warm engine its
   tasks stop when the batch's lease lapses (its watchdog interrupts the job too, later); on the classic engine the
-  job dies with the run's process.
+  job dies with the run's process;
+- source-batch: a Cloud Pub/Sub source batch (CloudPubSubSourceConnector, seed defaults) of a 60,000-message
+  backlog into a Kafka topic of the stack's own cluster, killed about a second into its arrivals; the same lease.
 
-    python -m bench.kill_stop [--rounds 3] [--modes continuous,batch]   (a stack of its own, like python -m bench)
+    python -m bench.kill_stop [--rounds 3] [--modes continuous,batch,source-batch]   (a stack of its own)
 """
 
 from __future__ import annotations
@@ -29,24 +31,26 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import bench_stack
+from bench.common import bench_stack, fresh_pubsub
 from bench.continuous import produce_steady
-from bench.data import kafka_topic, unique_name
+from bench.data import PROJECT, kafka_topic, publish_pubsub, pubsub_topic, unique_name
 from bridgectl.paths import PROJECT_ROOT
 
 PARTITIONS = 4
 BACKLOG, RECORD_BYTES = 300_000, 1024
+# pstest scans its whole backlog on every pull: a larger one measures the emulator.
+SOURCE_BACKLOG = 60_000
 
 
 class TargetArrivals(threading.Thread):
     """When each record was written to the target topic: its broker's append time (the topic is made with
     LogAppendTime), read by a consumer polling it until stopped."""
 
-    def __init__(self, topic: str):
+    def __init__(self, topic: str, bootstrap_servers: str):
         super().__init__(daemon=True)
         from confluent_kafka import Consumer, TopicPartition
 
-        self.consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+        self.consumer = Consumer({"bootstrap.servers": bootstrap_servers,
                                   "group.id": "kill-stop", "enable.auto.commit": False, "log_level": 3})
         self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         self.times: list[float] = []
@@ -68,6 +72,10 @@ def _start_run(name: str, topic: str, mode: str, remote: str | None, work: Path)
              "config": {"topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
                         "emit.checkpoints.enabled": "false"},
              "batch": {"initial_offsets": "earliest", "max_records": BACKLOG}}
+    if mode == "source-batch":  # the subscription has the topic's name (bench.data.pubsub_topic)
+        entry = {"name": name, "connector": "CloudPubSubSourceConnector",
+                 "config": {"cps.project": PROJECT, "cps.subscription": topic, "kafka.topic": topic},
+                 "batch": {"max_records": SOURCE_BACKLOG}}
     if mode == "continuous":
         entry |= {"mode": "continuous", "continuous": {"commit_interval_ms": 5000, "max_run_minutes": 10}}
     (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [entry]}))
@@ -97,10 +105,16 @@ def kill_round(mode: str, remote: str | None) -> dict:
     from connectors.kafka.connection import KafkaConnection
 
     name = unique_name("kill").replace("-", "_")
-    topic = kafka_topic(unique_name("kill"), PARTITIONS, BACKLOG if mode == "batch" else 0, RECORD_BYTES)
-    KafkaAdmin(KafkaConnection(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"])).create_topic(
-        topic, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
-    arrivals = TargetArrivals(topic)
+    if mode == "source-batch":  # Pub/Sub -> the stack's own Kafka
+        topic, target = unique_name("kill"), os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+        fresh_pubsub()
+        pubsub_path, _ = pubsub_topic(topic)
+        publish_pubsub(pubsub_path, SOURCE_BACKLOG, RECORD_BYTES)
+    else:
+        topic = kafka_topic(unique_name("kill"), PARTITIONS, BACKLOG if mode == "batch" else 0, RECORD_BYTES)
+        target = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
+    KafkaAdmin(KafkaConnection(target)).create_topic(topic, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    arrivals = TargetArrivals(topic, target)
     arrivals.start()
     halt = threading.Event()
     sender = threading.Thread(target=lambda: [produce_steady(topic, 1000, 1) for _ in iter(halt.is_set, True)],
@@ -137,7 +151,7 @@ def kill_round(mode: str, remote: str | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--modes", default="continuous,batch", help="comma list of continuous, batch")
+    parser.add_argument("--modes", default="continuous,batch,source-batch", help="comma list of continuous, batch, source-batch")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "kill_stop.json"))
     args = parser.parse_args()
     results: dict = {"rounds": args.rounds, "rows": {}}
