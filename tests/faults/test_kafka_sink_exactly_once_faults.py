@@ -2,8 +2,8 @@
 runs it: 20,000 records, the run killed -9 at three random moments while it writes, the engine's Python workers
 killed once, the target cluster's broker restarted once (the transactions live there), two runs started together,
 then runs until done (eos_faults.py). A read_committed consumer of the target counts every record; with
-exactly.once.support=required each arrives once and in order per partition, and with the default (requested) the
-same faults show the copies at-least-once allows."""
+exactly.once.support=required each arrives once and in its source partition's order, and with the default
+(requested) the same faults show the copies at-least-once allows."""
 
 from __future__ import annotations
 
@@ -37,6 +37,14 @@ def _records(topic: str) -> list[tuple[int, str, int]]:
             for m in read_committed(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], topic, PARTITIONS, 3)]
 
 
+def _source_places(topic: str) -> dict[int, list[int]]:
+    """Each source partition's places, in its log's order."""
+    places: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    for m in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], topic, PARTITIONS, 3):
+        places[m.partition()].append(int(m.value().decode()[3:]))
+    return places
+
+
 def _runs(places: list[tuple[int, int]]) -> str:
     """A partition's (place, target offset) pairs as runs of consecutive places: "0-1514 @3-1517, 1515 @1519"."""
     runs: list[list[int]] = []  # [first place, last place, first offset, last offset]
@@ -53,9 +61,11 @@ def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_
         stack, spark_remote, tmp_path, unique, fault_report, support):
     name, topic = f"eos_repl_fault_{unique}", f"eos-repl-fault-{unique}"
     kafka_admin().create_topic(topic, partitions=PARTITIONS)
-    # Values say their partition and their place in it: "p1:01234".
+    # Values say their partition and their place in it: "p1:01234". Idempotent, so that the source partitions hold
+    # them in that order: a plain producer's retries reordered them once (a partition's last 490 records first, as
+    # its log showed; the bridge copied that order faithfully and this test took it for the bridge's).
     producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3,
-                         "linger.ms": 20})
+                         "linger.ms": 20, "enable.idempotence": True})
     produced = []
     for i in range(RECORDS):
         value = f"p{i % PARTITIONS}:{i // PARTITIONS:05d}"
@@ -85,7 +95,8 @@ def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_
         assert row.duplicated == 0
         # In order per partition, in the partition it came from (target.partition=same).
         assert all(value.startswith(f"p{partition}:") for partition, value, _ in records)
+        source = _source_places(topic)
         for partition in range(PARTITIONS):
             places = [(int(value[3:]), offset) for p, value, offset in records if p == partition]
-            # Out of order once (a CI run, not reproduced alone): the runs and their target offsets say how.
-            assert places == sorted(places), f"target partition {partition} out of order: {_runs(places)}"
+            assert [place for place, _ in places] == source[partition], \
+                f"target partition {partition} not in its source's order: {_runs(places)}"
