@@ -9,9 +9,10 @@ engine, `--rounds` times:
   tasks stop when the batch's lease lapses (its watchdog interrupts the job too, later); on the classic engine the
   job dies with the run's process;
 - source-batch: a Cloud Pub/Sub source batch (CloudPubSubSourceConnector, seed defaults) of a 60,000-message
-  backlog into a Kafka topic of the stack's own cluster, killed about a second into its arrivals; the same lease.
+  backlog into a Kafka topic of the stack's own cluster, killed about a second into its arrivals; the same lease;
+- lite-source-batch: the same with the Pub/Sub Lite source, a backlog of 300,000 messages on the stack's Lite server.
 
-    python -m bench.kill_stop [--rounds 3] [--modes continuous,batch,source-batch]   (a stack of its own)
+    python -m bench.kill_stop [--rounds 3] [--modes continuous,batch,source-batch,lite-source-batch]
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ import yaml
 
 from bench.common import bench_stack, fresh_pubsub
 from bench.continuous import produce_steady
-from bench.data import PROJECT, kafka_topic, publish_pubsub, pubsub_topic, unique_name
+from bench.data import (
+    LITE_LOCATION, PROJECT, kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name,
+)
 from bridgectl.paths import PROJECT_ROOT
 
 PARTITIONS = 4
@@ -76,6 +79,11 @@ def _start_run(name: str, topic: str, mode: str, remote: str | None, work: Path)
         entry = {"name": name, "connector": "CloudPubSubSourceConnector",
                  "config": {"cps.project": PROJECT, "cps.subscription": topic, "kafka.topic": topic},
                  "batch": {"max_records": SOURCE_BACKLOG}}
+    if mode == "lite-source-batch":  # the same for bench.data.lite_topic
+        entry = {"name": name, "connector": "PubSubLiteSourceConnector",
+                 "config": {"pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
+                            "pubsublite.subscription": topic, "kafka.topic": topic},
+                 "batch": {"max_records": BACKLOG}}
     if mode == "continuous":
         entry |= {"mode": "continuous", "continuous": {"commit_interval_ms": 5000, "max_run_minutes": 10}}
     (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [entry]}))
@@ -110,6 +118,10 @@ def kill_round(mode: str, remote: str | None) -> dict:
         fresh_pubsub()
         pubsub_path, _ = pubsub_topic(topic)
         publish_pubsub(pubsub_path, SOURCE_BACKLOG, RECORD_BYTES)
+    elif mode == "lite-source-batch":  # Pub/Sub Lite -> the stack's own Kafka
+        topic, target = unique_name("kill"), os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+        lite_path, _ = lite_topic(topic, PARTITIONS)
+        publish_lite(lite_path, BACKLOG, RECORD_BYTES)
     else:
         topic = kafka_topic(unique_name("kill"), PARTITIONS, BACKLOG if mode == "batch" else 0, RECORD_BYTES)
         target = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
@@ -151,7 +163,8 @@ def kill_round(mode: str, remote: str | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--modes", default="continuous,batch,source-batch", help="comma list of continuous, batch, source-batch")
+    parser.add_argument("--modes", default="continuous,batch,source-batch,lite-source-batch",
+                        help="comma list of continuous, batch, source-batch, lite-source-batch")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "kill_stop.json"))
     args = parser.parse_args()
     results: dict = {"rounds": args.rounds, "rows": {}}
