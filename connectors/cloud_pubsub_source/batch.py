@@ -16,6 +16,7 @@ from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask, pul
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.batch_lease import held_batch_lease
+from connectors.kafka.stream_lease import source_lease_place
 from connectors.kafka.transactions import PositionsTopic
 
 
@@ -68,7 +69,7 @@ def run_source_batch(
         positions = PositionsTopic(config.positions_topic_name(bridge_name), client_config)
         # A partition per pull slot; the records of slots beyond `tasks` (from a run with more) are still read.
         slots_in_topic = positions.ensure(kafka, tasks)
-    with held_batch_lease(client_config, consumer_group, (config.kafka_topic, 0)) as lease:
+    with held_batch_lease(client_config, consumer_group, source_lease_place(config.kafka_topic)) as lease:
         task = SourceTask(config, connection, client_config, math.ceil(batch.max_records / tasks),
                           batch.outage_timeout_seconds, batch.max_seconds, lease)
         deliver = functools.partial(pull_and_deliver, task)

@@ -20,6 +20,7 @@ from connectors.cloud_pubsub_source.write import SourceTask
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.outages import kafka_outages_named
+from connectors.kafka.stream_lease import source_lease_place
 from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class CloudPubSubSourceStream(LeasedJob):
         config = bridge.config
         with kafka_outages_named(kafka.connection.bootstrap_servers, f"starting the stream of {bridge.name}"):
             check_target_topic(kafka, config)
-        self._where = (config.kafka_topic, 0)
+        self._where = source_lease_place(config.kafka_topic)
         # Streaming pull: cps.streamingPull.parallelStreams streams, one per task, as a micro-batch has.
         self._slots = (config.streaming_pull_parallel_streams if config.streaming_pull_enabled
                        else bridge.continuous.stream_tasks)

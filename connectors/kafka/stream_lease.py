@@ -49,6 +49,12 @@ def host_lease_group(host: str) -> str:
     return f"bridge-host-{host}-stream-lease"
 
 
+def source_lease_place(kafka_topic: str) -> tuple[str, int]:
+    """Where a source's lease sits (a bridge that writes Kafka): partition 0 of the topic it writes, for its batches
+    and its stream alike, so that whichever of them started last fences the other's tasks."""
+    return (kafka_topic, 0)
+
+
 @dataclass(frozen=True)
 class HostBeatRef:
     """What a hosted stream's tasks watch: the host's lease group, and the id its run's beats carry."""

@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, share_budget
 from connectors.kafka.batch_lease import held_batch_lease
+from connectors.kafka.stream_lease import source_lease_place
 from connectors.kafka.transactions import PositionsTopic
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection, region_of
@@ -135,7 +136,7 @@ def run_lite_source_batch(
         client_config = kafka.connection.librdkafka_config()
         frame = spark.createDataFrame(ranges, RANGE_SCHEMA).repartition(min(len(ranges), batch.parallelism))
         deliver = read_and_deliver_in_transactions if positions is not None else read_and_deliver
-        with held_batch_lease(client_config, consumer_group, (config.kafka_topic, 0)) as lease:
+        with held_batch_lease(client_config, consumer_group, source_lease_place(config.kafka_topic)) as lease:
             task = LiteSourceTask(config, connection, client_config, kafka_partition_count, positions, lease)
             rows = frame.mapInArrow(functools.partial(deliver, task), SUMMARY_SCHEMA).collect()
         cursor_service = connection.cursor_service(region_of(config.subscription_path().location))

@@ -15,6 +15,7 @@ from confluent_kafka import TopicPartition
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.outages import kafka_outages_named
+from connectors.kafka.stream_lease import source_lease_place
 from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection
@@ -41,7 +42,7 @@ class LiteSourceStream(LeasedJob):
         config = bridge.config
         with kafka_outages_named(kafka.connection.bootstrap_servers, f"starting the stream of {bridge.name}"):
             self._kafka_partition_count = target_partition_count(kafka, config)
-        self._where = (config.kafka_topic, 0)
+        self._where = source_lease_place(config.kafka_topic)
         self._position: dict[int, int] = dict(recorded)
         self._reported_at = time.monotonic()
         self._start()
