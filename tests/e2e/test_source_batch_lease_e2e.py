@@ -79,8 +79,9 @@ def test_a_cloud_source_batch_whose_lease_another_run_holds_stops_and_loses_noth
                          kafka_admin(), BatchSettings(max_records=MESSAGES), f"src_lease_{unique}", group)
     assert "a newer run took over" in str(failed.value), str(failed.value)[-2000:]
 
+    # The tasks look from their first moment: they may stop before their first pull, or after a few.
     written = _kafka_values(topic)
-    assert 0 < len(written) < MESSAGES // 2, len(written)
+    assert len(written) < MESSAGES // 2, len(written)
     left = {m.data for m in drain(subscription)}
     assert set(written) | left == sent  # what was pulled reached Kafka and was acked; the rest is still there
 
