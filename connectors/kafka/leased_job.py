@@ -71,17 +71,18 @@ class LeasedJob:
 
     def _launch(self, work: SlotWork, slots: int, lease_partition: TopicPartition) -> None:
         """Beats the lease for `stream_id` at `lease_partition` and runs `slots` of `work` (which watch that lease):
-        in the run's shared job while it is forming, else in a job of its own."""
+        in the run's shared job if it has one, else in a job of its own."""
         if self._lease is not None:
             self._lease.close()
         self._lease = LeaseHolder(self._lease_client_config, self._bridge.consumer_group, lease_partition,
                                   self.stream_id, self._host_beat)
         self._tasks = slots
-        tags = (*self._run_tags, f"stream-{self.stream_id}")
         bridge = self._bridge
-        shared = self._shared.join(bridge.name, self.stream_id, work, slots, self._lease_client_config,
-                                   bridge.consumer_group, lease_partition) if self._shared else None
-        self._job = shared or OwnJob(self._spark, work, slots, tags, self._bridge.name)
+        if self._shared is not None:
+            self._job = self._shared.join(bridge.name, self.stream_id, work, slots, self._lease_client_config,
+                                          bridge.consumer_group, lease_partition)
+        else:
+            self._job = OwnJob(self._spark, work, slots, (*self._run_tags, f"stream-{self.stream_id}"), bridge.name)
 
     @property
     def _running(self) -> bool:

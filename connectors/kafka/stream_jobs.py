@@ -1,11 +1,12 @@
 """Driver side of the always-on streams' Spark jobs (stream_slots.py runs their tasks): a stream's slots run in a job
-of its own (`OwnJob`), or, in a run that moves several bridges (a host's), in the run's shared job (`SharedJob`)
-while it is forming. Both answer a LeasedJob the same questions: alive, failure, end.
+of its own (`OwnJob`), or, in a run that moves several bridges (a host's), in one of the run's shared jobs
+(`SharedJob`). Both answer a LeasedJob the same questions: alive, failure, end.
 
-A shared job forms from the host's bridges' streams at its run's start (or from all of them again after the job ended),
-and runs until its last slot has ended. A stream that opens while it
-runs (a bridge switched on, a failed stream started again, a partition added) gets a job of its own: a running
-Spark job takes no new tasks. The run's next start gathers them all again.
+A running Spark job takes no new tasks, so the shared job is launched in turns (`_Launch`): the first forms from the
+host's bridges' streams at its run's start; a stream that opens while it runs (a bridge switched on, a failed stream
+started again, a partition added) forms the next one with whichever others open within `_LATE_GATHER_S` of it, so
+that bridges switched on together share a job's tasks and Python workers instead of a job each. The run's next start
+gathers them all into one again.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 # last one ended (lost, or its leases lapsed), once no stream has joined it for `gather_s`: its streams find the job
 # gone at their next progress read, one commit interval apart at most. At the latest this long after the first joined:
 _GATHER_AT_MOST_S = 60.0
+# A launch formed while another runs starts once no stream has joined it for this long: streams switched on together
+# open within it, and a stream started again (failed, or its partitions changed) waits no longer than this.
+_LATE_GATHER_S = 1.0
 # How often a member of a shared job reads its slots' ends from Kafka (a read per slot: thirty members' reads add up).
 _LOOK_S = 1.0
 
@@ -84,11 +88,11 @@ class OwnJob:
 
 
 class SharedMember:
-    """One stream's part of a shared job."""
+    """One stream's part of a shared job's launch."""
 
-    def __init__(self, job: SharedJob, slots: list[SharedSlot]):
+    def __init__(self, launch: _Launch, slots: list[SharedSlot]):
         first = slots[0]
-        self._job, self._slots, self._stream_id = job, slots, first.stream_id
+        self._launch, self._slots, self._stream_id = launch, slots, first.stream_id
         self._ends = SlotEnds(first.client_config, first.group, first.where, len(slots))
         self._read_at = float("-inf")
         self._ended, self._failure = 0, None
@@ -96,14 +100,14 @@ class SharedMember:
 
     def _look(self) -> None:
         now = time.monotonic()
-        if not self._closed and now - self._read_at >= _LOOK_S and self._job.launched():
+        if not self._closed and now - self._read_at >= _LOOK_S and self._launch.launched():
             self._ended, self._failure = self._ends.read(self._stream_id)
             self._read_at = now
 
     def alive(self) -> bool:
-        if not self._job.launched():
+        if not self._launch.launched():
             return True  # still forming
-        if not self._job.running():
+        if not self._launch.running():
             return False
         self._look()
         return self._failure is None and self._ended < len(self._slots)
@@ -113,7 +117,7 @@ class SharedMember:
             return None
         if self._failure is not None:
             return self._failure
-        return self._job.failure() if self._ended < len(self._slots) else None
+        return self._launch.failure if self._ended < len(self._slots) else None
 
     def end(self, wait_s: float) -> None:
         """After the lease told its slots to end: waits until they said so (a shared job is not interrupted for one
@@ -125,9 +129,25 @@ class SharedMember:
         self._ends.close()
 
 
+class _Launch:
+    """One turn of a shared job: the slots that joined while it formed, then the Spark job running them."""
+
+    def __init__(self) -> None:
+        self.units: list[SharedSlot] = []
+        self.first_joined_at = self.joined_at = time.monotonic()
+        self.thread: threading.Thread | None = None
+        self.failure: BaseException | None = None
+
+    def launched(self) -> bool:
+        return self.thread is not None
+
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
 class SharedJob:
-    """The run's shared job: `tasks` Spark tasks running the slots of every stream that joined while it formed; and
-    the host's one lease beat (stream_lease.py) for all its streams, whichever job they run in."""
+    """The run's shared job: launches of `tasks` Spark tasks (at most) each, running the slots of the streams that
+    joined while it formed; and the host's one lease beat (stream_lease.py) for all its streams."""
 
     def __init__(self, spark: SparkSession, host: str, tags: list[str], tasks: int, expected: set[str],
                  gather_s: float):
@@ -135,30 +155,26 @@ class SharedJob:
         self._host = host
         self._beats: dict[str, HostBeat] = {}  # by Kafka client config
         self._lock = threading.Lock()
-        self._forming: list[SharedSlot] = []
-        self._expected: set[str] | None = set(expected)  # whose streams the first job waits for; None: whoever comes
-        self._first_joined_at = self._joined_at = 0.0
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
+        self._forming: _Launch | None = None
+        self._launched: list[_Launch] = []  # the launches started (those that ended are dropped at the next)
+        self._expected: set[str] | None = set(expected)  # whose streams the first launch waits for; None: whoever comes
 
     def join(self, bridge: str, stream_id: str, work: SlotWork, slots: int, client_config: dict, group: str,
-             lease_partition: TopicPartition) -> SharedMember | None:
-        """The stream's slots in the forming job; None while a job runs (the stream then runs a job of its own)."""
+             lease_partition: TopicPartition) -> SharedMember:
+        """The stream's slots in the forming launch (a new one if none is forming)."""
         with self._lock:
-            if self.running():
-                return None
-            if self._thread is not None:  # the last one ended: a new one forms
-                self._thread, self._failure = None, None
             units = [SharedSlot(stream_id, work, slot, client_config, group,
                                 (lease_partition.topic, lease_partition.partition)) for slot in range(slots)]
-            if not self._forming:
-                self._first_joined_at = time.monotonic()
-                threading.Thread(target=self._launch_when_gathered, name="shared stream job", daemon=True).start()
-            self._forming += units
-            self._joined_at = time.monotonic()
+            if self._forming is None:
+                self._forming = _Launch()
+                threading.Thread(target=self._launch_when_gathered, args=(self._forming,), name="shared stream job",
+                                 daemon=True).start()
+            launch = self._forming
+            launch.units += units
+            launch.joined_at = time.monotonic()
             if self._expected is not None:
                 self._expected.discard(bridge)
-            return SharedMember(self, units)
+            return SharedMember(launch, units)
 
     def host_beat(self, client_config: dict) -> HostBeat:
         """The host's beat on the Kafka cluster of `client_config`, started the first time it is asked for."""
@@ -181,36 +197,35 @@ class SharedJob:
             if self._expected is not None:
                 self._expected.discard(bridge)
 
-    def launched(self) -> bool:
-        return self._thread is not None
+    def _gathered(self, launch: _Launch, now: float) -> bool:
+        if self._expected is not None:  # the run's first: every stream expected has joined or withdrawn
+            return not self._expected
+        if any(other.running() for other in self._launched):  # latecomers beside a running launch
+            return now - launch.joined_at >= _LATE_GATHER_S
+        # forming again after every launch ended: its streams find theirs gone one commit interval apart at most
+        return now - launch.joined_at >= self._gather_s
 
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def failure(self) -> BaseException | None:
-        return self._failure
-
-    def _launch_when_gathered(self) -> None:
+    def _launch_when_gathered(self, launch: _Launch) -> None:
         while True:
             with self._lock:
                 now = time.monotonic()
-                gathered = not self._expected if self._expected is not None else now - self._joined_at >= self._gather_s
-                if gathered or now - self._first_joined_at >= _GATHER_AT_MOST_S:
-                    units, self._forming, self._expected = self._forming, [], None
-                    tasks = min(self._tasks, len(units))
-                    assigned = [units[i::tasks] for i in range(tasks)]
+                if self._gathered(launch, now) or now - launch.first_joined_at >= _GATHER_AT_MOST_S:
+                    self._forming, self._expected = None, None
+                    tasks = min(self._tasks, len(launch.units))
+                    assigned = [launch.units[i::tasks] for i in range(tasks)]
                     job = self._spark.range(0, tasks, 1, tasks).mapInArrow(
                         functools.partial(run_shared, assigned), NOTHING_SCHEMA)
-                    self._thread = threading.Thread(target=self._run, args=(job,), name="shared stream job",
-                                                    daemon=True)
-                    self._thread.start()
+                    launch.thread = threading.Thread(target=self._run, args=(launch, job), name="shared stream job",
+                                                     daemon=True)
+                    self._launched = [other for other in self._launched if other.running()] + [launch]
+                    launch.thread.start()
                     return
             time.sleep(0.2)
 
-    def _run(self, job) -> None:
+    def _run(self, launch: _Launch, job) -> None:
         try:
             for tag in (*self._tags, f"shared-{uuid.uuid4().hex[:16]}"):  # tags are per thread
                 self._spark.addTag(tag)
             job.collect()
         except BaseException as exc:  # noqa: BLE001 - each member hands it to its stream
-            self._failure = exc
+            launch.failure = exc
