@@ -8,6 +8,7 @@ subclasses this: `_start()` builds and launches its job, `progress()` reads what
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import uuid
@@ -91,10 +92,9 @@ class LeasedJob:
     def _end_job(self) -> None:
         """Tells the tasks, through the lease, to report what they delivered and end; interrupts the job if they
         have not within `_STOP_WAIT_S`."""
-        try:
+        # stop() closes the holder either way; with Kafka away the tasks stop when the lease lapses, or are interrupted
+        with contextlib.suppress(Exception):
             self._lease.stop()
-        except Exception:  # noqa: BLE001 - Kafka away: the tasks stop when the lease lapses, or are interrupted
-            self._lease.close()
         self._job.end(_STOP_WAIT_S)
 
     def _with_stream_facts(self, report: BatchReport, restarted: str | None, line: str | None = None) -> BatchReport:

@@ -26,9 +26,14 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
     return _report(result)
 
 
+def _archived(totals: dict[str, int]) -> int:
+    """The records written to files: those read, less those skipped (errors.tolerance=all)."""
+    return totals["records"] - totals["skipped"]
+
+
 def _report(result: ArchiveBatchResult) -> BatchReport:
     t = result.totals
-    archived = t["records"] - t["skipped"]
+    archived = _archived(t)
     rate = round(t["records"] / result.duration_s, 1) if result.duration_s > 0 else 0.0
     values = {
         "records_read": t["records"],
@@ -53,7 +58,7 @@ def _report(result: ArchiveBatchResult) -> BatchReport:
 
 
 def _stream_line(totals: dict[str, int], behind: int) -> str:
-    return f"{totals['records'] - totals['skipped']} records archived in {totals['files']} files; {behind} behind"
+    return f"{_archived(totals)} records archived in {totals['files']} files; {behind} behind"
 
 
 def _open_stream(systems: Systems, bridge: Bridge, position):
