@@ -149,7 +149,7 @@ def summary_rows(delivery: "_Delivery", recognized: int = 0) -> pa.RecordBatch:
 def pull_and_deliver(task: SourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     slots = [slot for batch in batches for slot in batch.column("slot").to_pylist()]
     cfg = task.config
-    with watching(task.lease, task.kafka_client_config, f"pulling {cfg.cps_subscription}") as keep_going, \
+    with watching(task.lease, task.kafka_client_config, f"pulling subscription {cfg.cps_subscription}") as keep_going, \
             source_clients(task) as clients:
         for slot in slots:
             converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot, topic_codec=clients.topic_codec)
