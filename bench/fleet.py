@@ -1,12 +1,14 @@
 """Many always-on bridges on one machine, run the way a user runs them: `dagster dev` on a bridges file of N
 continuous Kafka -> Pub/Sub bridges (Cloud Pub/Sub sink, seed defaults, each its own topic) sharing one host (one
-run moves them all; `--own-runs` also measures a run per bridge), while every topic gets `rate` records a second. Reports the CPU (% of one core) and the
-resident memory of our processes, split by kind (dagster dev's daemon, webserver, code server and run workers;
-the Spark engine's JVM and its Python workers), steady and idle, and the send -> Pub/Sub publish time of every
+run moves them all; `--own-runs` also measures a run per bridge, `--batch` the same bridges in micro-batch mode, a
+run per batch), while every topic gets `rate` records a second. Reports the CPU (% of one core) and the resident
+memory of our processes, split by kind (dagster dev's daemon, webserver, code server and run workers; the Spark
+engine's JVM and its Python workers), steady and idle, and the send -> Pub/Sub publish time of every
 record (p50, p99) across the fleet. The emulators are not counted. The same N topics through one Java Kafka
 Connect worker (1.3.3, one connector per topic, tasks.max=1) beside it.
 
-    python -m bench.fleet [--bridges 1,10,30] [--rate 20] [--seconds 60]   (a stack of its own, like python -m bench)
+    python -m bench.fleet [--bridges 1,10,30] [--rate 20] [--seconds 60] [--own-runs] [--batch]
+    (a stack of its own, like python -m bench)
 """
 
 from __future__ import annotations
@@ -110,18 +112,22 @@ def publish_latencies(subscriptions: list[str], expected: int, timeout_s: float 
 
     subscriber, latencies = pubsub_v1.SubscriberClient(), []
     deadline = time.monotonic() + timeout_s
-    for subscription in subscriptions:
-        while time.monotonic() < deadline:
-            response = subscriber.pull(subscription=subscription, max_messages=1000, return_immediately=True)
-            if not response.received_messages:
-                break
-            subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
-            for m in response.received_messages:
-                try:
-                    sent_at = float(m.message.data.decode())
-                except ValueError:
-                    continue  # a warm-up record
-                latencies.append((sent_at, m.message.publish_time.timestamp() - sent_at))
+    while len(latencies) < expected and time.monotonic() < deadline:  # a fleet behind catches up meanwhile
+        for subscription in subscriptions:
+            while time.monotonic() < deadline:
+                response = subscriber.pull(subscription=subscription, max_messages=1000, return_immediately=True)
+                if not response.received_messages:
+                    break
+                subscriber.acknowledge(subscription=subscription,
+                                       ack_ids=[m.ack_id for m in response.received_messages])
+                for m in response.received_messages:
+                    try:
+                        sent_at = float(m.message.data.decode())
+                    except ValueError:
+                        continue  # a warm-up record
+                    latencies.append((sent_at, m.message.publish_time.timestamp() - sent_at))
+        if len(latencies) < expected:
+            time.sleep(2)
     if len(latencies) < expected:
         raise RuntimeError(f"only {len(latencies)} of {expected} records arrived")
     return latencies
@@ -158,18 +164,25 @@ def _fleet_topics(count: int) -> tuple[list[str], list[str]]:
     return topics, subscriptions
 
 
-def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, hosted: bool) -> dict:
-    """`hosted`: every bridge names one host (one run moves them all), else each has a run of its own."""
+def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, shape: str) -> dict:
+    """`shape`: hosted (every bridge names one host: one run moves them all), own-runs (each continuous bridge a run
+    of its own) or batch (micro-batch mode, seed defaults: each bridge's sensor starts a run per batch)."""
     from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
     topics, subscriptions = _fleet_topics(count)
-    continuous = {"host": "fleet"} if hosted else {}
+    how = ({"mode": "batch"} if shape == "batch"
+           else {"mode": "continuous", "continuous": {"host": "fleet"} if shape == "hosted" else {}})
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
-            {"name": f"fleet_{i}", "connector": "CloudPubSubSinkConnector", "mode": "continuous",
-             "config": {"topics": t, "cps.project": PROJECT, "cps.topic": t}, "continuous": continuous}
+            {"name": f"fleet_{i}", "connector": "CloudPubSubSinkConnector",
+             "config": {"topics": t, "cps.project": PROJECT, "cps.topic": t}, **how}
             for i, t in enumerate(topics)]}))
+        if shape == "batch":  # a batch bridge's sensor starts a run only for records waiting
+            producer = kafka_producer()
+            for topic in topics:
+                producer.produce(topic, value=b"warm-up")
+            producer.flush(30)
         home = work / "dagster_home"
         home.mkdir()
         # Each always-on bridge holds a run slot for its run's length: the queue must let every one run.
@@ -194,7 +207,7 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, 
                         raise RuntimeError(f"the fleet's bridges did not all start; see {log}")
                     time.sleep(1)
                 records = instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
-                waits = sorted(r.start_time - r.create_timestamp.timestamp() for r in records)
+                waits = sorted(r.start_time - r.create_timestamp.timestamp() for r in records) or [0.0]
             all_started_s = time.monotonic() - asked
             time.sleep(SETTLE_S)
             return _measure(topics, subscriptions, rate, seconds, (dev.pid, engine_pid)) | {
@@ -269,21 +282,25 @@ def main() -> None:
     parser.add_argument("--no-java", action="store_true")
     parser.add_argument("--own-runs", action="store_true",
                         help="also each bridge in a run of its own (no continuous.host), beside the hosted fleet")
+    parser.add_argument("--batch", action="store_true",
+                        help="also the same bridges in micro-batch mode (a run per batch, started by each sensor)")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "fleet.json"))
     args = parser.parse_args()
     results: dict = {"rate_per_bridge": args.rate, "seconds": args.seconds, "ours": {}, "ours_own_runs": {},
-                     "java": {}}
+                     "ours_batch": {}, "java": {}}
     with bench_stack() as stack:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
         engine_pid = {s.name: s.pid for s in stack.status()}["spark"]
         for count in [int(n) for n in args.bridges.split(",")]:
             print(f"fleet: {count} bridges, ours ...", flush=True)
-            results["ours"][count] = ours(count, args.rate, args.seconds, remote, engine_pid, hosted=True)
+            results["ours"][count] = ours(count, args.rate, args.seconds, remote, engine_pid, "hosted")
             print(json.dumps(results["ours"][count]), flush=True)
-            if args.own_runs:
-                print(f"fleet: {count} bridges, ours, a run each ...", flush=True)
-                results["ours_own_runs"][count] = ours(count, args.rate, args.seconds, remote, engine_pid, hosted=False)
-                print(json.dumps(results["ours_own_runs"][count]), flush=True)
+            for wanted, shape, key, what in ((args.own_runs, "own-runs", "ours_own_runs", "a run each"),
+                                              (args.batch, "batch", "ours_batch", "micro-batch mode")):
+                if wanted:
+                    print(f"fleet: {count} bridges, ours, {what} ...", flush=True)
+                    results[key][count] = ours(count, args.rate, args.seconds, remote, engine_pid, shape)
+                    print(json.dumps(results[key][count]), flush=True)
             if not args.no_java:
                 print(f"fleet: {count} bridges, Java ...", flush=True)
                 results["java"][count] = java(count, args.rate, args.seconds)
