@@ -16,6 +16,7 @@ from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask, pul
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.batch_lease import held_batch_lease
+from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.stream_lease import source_lease_place
 from connectors.kafka.transactions import PositionsTopic
 
@@ -60,7 +61,8 @@ def run_source_batch(
     """Pull up to batch.max_records messages in batch.parallelism Spark tasks and deliver them, the tasks held on a
     lease in `consumer_group`'s lease group (batch_lease.py; at kafka.topic's partition 0, as the bridge's stream)."""
     started = time.monotonic()
-    check_target_topic(kafka, config)
+    with kafka_outages_named(kafka.connection.bootstrap_servers, f"checking kafka.topic {config.kafka_topic}"):
+        check_target_topic(kafka, config)
     client_config = kafka.connection.librdkafka_config()
     # Streaming pull: one stream per Spark task, cps.streamingPull.parallelStreams of them.
     tasks = config.streaming_pull_parallel_streams if config.streaming_pull_enabled else batch.parallelism

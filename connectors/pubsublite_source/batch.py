@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, share_budget
 from connectors.kafka.batch_lease import held_batch_lease
+from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.stream_lease import source_lease_place
 from connectors.kafka.transactions import PositionsTopic
 from connectors.outage import lite_outages_named
@@ -116,7 +117,8 @@ def run_lite_source_batch(
     Spark task per Lite partition range, held on a lease in `consumer_group`'s lease group (batch_lease.py; at
     kafka.topic's partition 0, as the bridge's stream); the cursors are committed once Kafka has every record."""
     started = time.monotonic()
-    kafka_partition_count = target_partition_count(kafka, config)
+    with kafka_outages_named(kafka.connection.bootstrap_servers, f"checking kafka.topic {config.kafka_topic}"):
+        kafka_partition_count = target_partition_count(kafka, config)
     subscription = config.subscription_path()
     with lite_outages_named(connection, subscription.location, f"reading the cursors of {subscription}"):
         starts, heads = lite_positions(connection, config, recorded)

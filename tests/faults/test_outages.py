@@ -13,7 +13,10 @@ from asset_metadata import recorded_position
 from bridge_assets.definitions import build_definitions
 from connectors.kafka.plugin_parts import KAFKA_OFFSETS
 from resources import default_resources
-from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
+from tests.e2e.helpers import (
+    cloud_source_bridges_file, create_pubsub_topic, drain, kafka_admin, produce, publish_pubsub_messages,
+    sink_bridges_file,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -53,6 +56,37 @@ def test_kafka_down_fails_the_run_in_one_line_and_the_next_run_moves_everything(
     row = fault_report.count("Kafka broker stopped, then restarted", "CloudPubSubSink", produced,
                              [m.data.decode() for m in drain(subscription)], time.monotonic() - down_at)
     assert row.lost == 0 and row.duplicated == 0
+
+
+def test_kafka_down_fails_a_source_run_in_one_line_and_the_next_run_moves_everything(stack, spark, tmp_path, unique):
+    from tests.e2e.test_cloud_pubsub_source_e2e import _consume_all
+
+    topic, name = f"source-outage-{unique}", f"source_outage_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    sent = [f"s{i}".encode() for i in range(500)]
+    publish_pubsub_messages(topic, [(data, {}) for data in sent])
+    defs = build_definitions(cloud_source_bridges_file(tmp_path, name, subscription, topic,
+                                                       batch={"outage_timeout_seconds": 10}))
+    instance = DagsterInstance.ephemeral()
+    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+
+    stack.down(only=("kafka",), log=lambda line: None)
+    down_at = time.monotonic()
+    try:
+        result = _materialize(defs, name, instance)
+        failed_after_s = time.monotonic() - down_at
+    finally:
+        stack.up(only=("kafka",), log=lambda line: None)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
+    assert f"Kafka at {bootstrap} did not answer while checking kafka.topic {topic}" in failure.message
+    assert failure.message.count("\n") == 1
+    assert failure.cause is None  # the one line, without a client trace behind it
+    assert failed_after_s < 30
+
+    assert _materialize(defs, name, instance).success  # nothing was pulled: the subscription still holds it all
+    assert sorted(m.value() for m in _consume_all(topic, len(sent), timeout_s=30)) == sorted(sent)
 
 
 def test_the_sensor_backs_off_a_bridge_whose_kafka_does_not_answer(stack, tmp_path, unique):
