@@ -111,7 +111,11 @@ class LocalStack:
 
     def _save_state(self, state: dict) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        self.state_file.write_text(json.dumps(state, indent=2))
+        # Written aside and renamed: another process reading it meanwhile (a bench starting while the last one's
+        # stack goes down) sees the old state or the new, never an empty file.
+        written = self.state_file.with_name(f"{self.state_file.name}.{os.getpid()}.tmp")
+        written.write_text(json.dumps(state, indent=2))
+        os.replace(written, self.state_file)
 
     def ports(self) -> dict[str, int]:
         """Ports are chosen on the first `up` and kept (Kafka's metadata log remembers its controller's);
