@@ -26,17 +26,10 @@ def _materialize(defs, name: str, instance: DagsterInstance):
                        raise_on_error=False)
 
 
-def test_kafka_down_fails_the_run_in_one_line_and_the_next_run_moves_everything(
-        stack, spark, tmp_path, unique, fault_report):
-    topic, name = f"outage-{unique}", f"outage_{unique}"
-    kafka_admin().create_topic(topic, partitions=2)
-    subscription = create_pubsub_topic(topic)
-    produced = {f"o{i}" for i in range(2_000)}
-    produce(topic, [(None, value) for value in sorted(produced)])
-    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, batch={"outage_timeout_seconds": 10}))
-    instance = DagsterInstance.ephemeral()
+def _fails_in_one_line_with_kafka_down(stack, defs, name: str, instance: DagsterInstance, doing: str) -> float:
+    """Materializes `name` with the Kafka broker stopped (started again after): the run fails within 30 s in one
+    line naming Kafka and what it was `doing`. Returns when Kafka went down (monotonic)."""
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
-
     stack.down(only=("kafka",), log=lambda line: None)
     down_at = time.monotonic()
     try:
@@ -46,10 +39,24 @@ def test_kafka_down_fails_the_run_in_one_line_and_the_next_run_moves_everything(
         stack.up(only=("kafka",), log=lambda line: None)
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
-    assert f"Kafka at {bootstrap} did not answer while planning the batch of {topic}" in failure.message
+    assert f"Kafka at {bootstrap} did not answer while {doing}" in failure.message
     assert failure.message.count("\n") == 1
     assert failure.cause is None  # the one line, without a client trace behind it
     assert failed_after_s < 30
+    return down_at
+
+
+def test_kafka_down_fails_the_run_in_one_line_and_the_next_run_moves_everything(
+        stack, spark, tmp_path, unique, fault_report):
+    topic, name = f"outage-{unique}", f"outage_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    subscription = create_pubsub_topic(topic)
+    produced = {f"o{i}" for i in range(2_000)}
+    produce(topic, [(None, value) for value in sorted(produced)])
+    defs = build_definitions(sink_bridges_file(tmp_path, name, topic, batch={"outage_timeout_seconds": 10}))
+    instance = DagsterInstance.ephemeral()
+
+    down_at = _fails_in_one_line_with_kafka_down(stack, defs, name, instance, f"planning the batch of {topic}")
     assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == {}
 
     assert _materialize(defs, name, instance).success
@@ -69,21 +76,8 @@ def test_kafka_down_fails_a_source_run_in_one_line_and_the_next_run_moves_everyt
     defs = build_definitions(cloud_source_bridges_file(tmp_path, name, subscription, topic,
                                                        batch={"outage_timeout_seconds": 10}))
     instance = DagsterInstance.ephemeral()
-    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
 
-    stack.down(only=("kafka",), log=lambda line: None)
-    down_at = time.monotonic()
-    try:
-        result = _materialize(defs, name, instance)
-        failed_after_s = time.monotonic() - down_at
-    finally:
-        stack.up(only=("kafka",), log=lambda line: None)
-    assert not result.success
-    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
-    assert f"Kafka at {bootstrap} did not answer while checking kafka.topic {topic}" in failure.message
-    assert failure.message.count("\n") == 1
-    assert failure.cause is None  # the one line, without a client trace behind it
-    assert failed_after_s < 30
+    _fails_in_one_line_with_kafka_down(stack, defs, name, instance, f"checking kafka.topic {topic}")
 
     assert _materialize(defs, name, instance).success  # nothing was pulled: the subscription still holds it all
     assert sorted(m.value() for m in _consume_all(topic, len(sent), timeout_s=30)) == sorted(sent)
