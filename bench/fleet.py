@@ -154,6 +154,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _one_record_each(topics: list[str]) -> None:
+    """A warm-up record (not a send time: the latencies skip it) to every topic."""
+    producer = kafka_producer()
+    for topic in topics:
+        producer.produce(topic, value=b"warm-up")
+    producer.flush(30)
+
+
 def _fleet_topics(count: int) -> tuple[list[str], list[str]]:
     fresh_pubsub()
     topics, subscriptions = [], []
@@ -179,10 +187,7 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, 
              "config": {"topics": t, "cps.project": PROJECT, "cps.topic": t}, **how}
             for i, t in enumerate(topics)]}))
         if shape == "batch":  # a batch bridge's sensor starts a run only for records waiting
-            producer = kafka_producer()
-            for topic in topics:
-                producer.produce(topic, value=b"warm-up")
-            producer.flush(30)
+            _one_record_each(topics)
         home = work / "dagster_home"
         home.mkdir()
         # Each always-on bridge holds a run slot for its run's length: the queue must let every one run.
@@ -257,10 +262,7 @@ def _measure(topics: list[str], subscriptions: list[str], rate: float, seconds: 
     """Warm-up, then `seconds` of traffic with the CPU measured over its middle, then idle."""
     import threading
 
-    producer = kafka_producer()
-    for topic in topics:  # one record each through every bridge first: the fleet is measured warm
-        producer.produce(topic, value=b"warm-up")
-    producer.flush(30)
+    _one_record_each(topics)  # through every bridge first: the fleet is measured warm
     time.sleep(5)
     traffic = Traffic(topics, rate)
     sending = threading.Thread(target=traffic.run, args=(seconds,))
