@@ -210,7 +210,7 @@ def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: 
     source, cfg, positions = task.source, task.source.config, task.positions
     key, what = position_key(cfg, slot), f"pull slot {slot} of {path}"
     keys = {position_key(cfg, s): s for s in range(task.slots_in_topic)}
-    config = source_producer_config(source.kafka_client_config)
+    config = source_producer_config(source.kafka_client_config, source.outage_timeout_s)
     with holding_slot(config, positions, slot, key, TRANSACTION_TIMEOUT_MS) as producer, \
             CommittedView.opened(positions, keys) as view:  # only now, holding the slot, is its last record final
         leases, acks = Leases(subscriber, path, ack_deadline_s), Acks(subscriber, path)

@@ -131,7 +131,7 @@ def pubsub_clients(task: SourceTask) -> Iterator[tuple[object, str, object | Non
 def source_clients(task: SourceTask) -> Iterator[SourceClients]:
     """The task's clients; Kafka is flushed at the end (the producer is kept for this Python worker's next task,
     connection.kept_client)."""
-    with kept_client(source_producer_config(task.kafka_client_config)) as producer:
+    with kept_client(source_producer_config(task.kafka_client_config, task.outage_timeout_s)) as producer:
         try:
             with pubsub_clients(task) as (subscriber, path, topic_codec):
                 yield SourceClients(subscriber, path, _Delivery(task.config, producer), topic_codec)

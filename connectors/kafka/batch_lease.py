@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from connectors.errors import BatchError
 from connectors.kafka.stream_lease import LeaseHolder, LeaseWatcher
@@ -52,8 +52,7 @@ def held_batch_lease(client_config: dict, consumer_group: str, where: tuple[str,
     try:
         yield lease
     finally:
-        with contextlib.suppress(KafkaException):  # stop() closes the holder either way
-            holder.stop()
+        holder.stop()
 
 
 @contextlib.contextmanager

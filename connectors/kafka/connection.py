@@ -79,6 +79,10 @@ def refused_for_good(error) -> bool:
                             KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE)
 
 
+# How long a committer waits for its coordinator (Kafka away): longer than a broker restart takes.
+COMMITTER_WAIT_MS = 10_000
+
+
 def group_committer(client_config: dict, group: str):
     """A consumer of `group` that never subscribes: it only commits offsets with metadata, or reads them back (the
     always-on streams' leases, reports and slot ends are such commits)."""
@@ -88,14 +92,21 @@ def group_committer(client_config: dict, group: str):
     # first coordinator lookup with it, and waits half this backoff before it looks again: a new committer's first
     # commit or read took 62 ms with the default (100 ms), 20 ms with this one (each batch's lease, and each of its
     # tasks' lease and progress, make one).
+    # session.timeout.ms: a commit (or a close after one) made while Kafka is away waits for the group's coordinator
+    # this long (measured: 45 s with the default, 2.9 s with 2 s); one made just as Kafka goes away can still wait
+    # minutes, which is why a run's lease stop does not wait for it (stream_lease.STOP_WAIT_S). The group is never
+    # joined, so the broker never sees this timeout.
     return Consumer({**client_config, "group.id": group, "enable.auto.commit": False, "reconnect.backoff.ms": 20,
-                     "log_level": 3, "logger": client_logger()})
+                     "session.timeout.ms": COMMITTER_WAIT_MS, "log_level": 3, "logger": client_logger()})
 
 
-def source_producer_config(client_config: dict) -> dict:
+def source_producer_config(client_config: dict, outage_timeout_s: float) -> dict:
     """How the sources write Kafka: an idempotent producer acknowledged by every replica, records lingering 5 ms,
-    keyed records placed as the Java client's default partitioner places them (murmur2)."""
+    keyed records placed as the Java client's default partitioner places them (murmur2). A record Kafka has not
+    acknowledged within the bridge's outage timeout fails its task (librdkafka's default waits 5 minutes: once, after
+    a 2 s broker restart, a source's producer waited all of them)."""
     return {**client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "message.timeout.ms": int(outage_timeout_s * 1000),
             "partitioner": "murmur2_random", "log_level": 3, "logger": client_logger()}
 
 

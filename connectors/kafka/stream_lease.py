@@ -18,11 +18,13 @@ within `LAPSE_S`, and a terminated run's tasks end cleanly instead of being kill
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -37,6 +39,9 @@ LAPSE_S = 0.7
 # How often a hosted stream's task reads whose the bridge is (a stop, or a newer run taking over, is seen this late).
 OWNER_LOOK_S = 1.0
 STOP_PREFIX = "stop:"
+# How long a run waits for its lease's stop (or close) to reach Kafka. With Kafka gone a commit waited in librdkafka
+# 40 s to 2 minutes whatever its timeouts said (tests/faults/test_outages.py); the tasks stop at the lapse then.
+STOP_WAIT_S = 2.0
 
 Beat = tuple[int, str]  # (offset, metadata) as committed
 
@@ -98,11 +103,28 @@ class HostBeat:
                                            for t, p in self._where], asynchronous=False)
 
     def close(self) -> None:
+        """Within STOP_WAIT_S (_within)."""
+        _within(STOP_WAIT_S, self._close, f"closing {self.ref.group}")
+
+    def _close(self) -> None:
         with self._lock:
             if self._closed.is_set():
                 return
             self._closed.set()
             self._consumer.close()
+
+
+def _within(seconds: float, work: Callable[[], None], what: str) -> None:
+    """Runs `work` (a stop or close that commits to Kafka) in a thread of its own and waits for it at most
+    `seconds`; past that it goes on in the background, ending when librdkafka gives up. Its errors are dropped:
+    with Kafka away the tasks stop at the lapse."""
+    def attempt() -> None:
+        with contextlib.suppress(KafkaException):
+            work()
+
+    worker = threading.Thread(target=attempt, name=what, daemon=True)
+    worker.start()
+    worker.join(seconds)
 
 
 def _beat_until_closed(beat, closed: threading.Event) -> None:
@@ -143,13 +165,20 @@ class LeaseHolder:
                                   asynchronous=False)
 
     def stop(self) -> None:
-        """Tells the tasks to finish the round they have, commit it, and end."""
+        """Tells the tasks to finish the round they have, commit it, and end; closes. Within STOP_WAIT_S (_within)."""
+        _within(STOP_WAIT_S, self._stop, f"stopping stream lease {self._stream_id}")
+
+    def _stop(self) -> None:
         try:
             self.beat(STOP_PREFIX + self._stream_id)
         finally:
-            self.close()
+            self._close()
 
     def close(self) -> None:
+        """Within STOP_WAIT_S (_within)."""
+        _within(STOP_WAIT_S, self._close, f"closing stream lease {self._stream_id}")
+
+    def _close(self) -> None:
         with self._lock:
             if self._closed.is_set():
                 return

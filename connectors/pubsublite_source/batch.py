@@ -139,7 +139,8 @@ def run_lite_source_batch(
         frame = spark.createDataFrame(ranges, RANGE_SCHEMA).repartition(min(len(ranges), batch.parallelism))
         deliver = read_and_deliver_in_transactions if positions is not None else read_and_deliver
         with held_batch_lease(client_config, consumer_group, source_lease_place(config.kafka_topic)) as lease:
-            task = LiteSourceTask(config, connection, client_config, kafka_partition_count, positions, lease)
+            task = LiteSourceTask(config, connection, client_config, kafka_partition_count,
+                                  batch.outage_timeout_seconds, positions, lease)
             rows = frame.mapInArrow(functools.partial(deliver, task), SUMMARY_SCHEMA).collect()
         cursor_service = connection.cursor_service(region_of(config.subscription_path().location))
         for row in rows:

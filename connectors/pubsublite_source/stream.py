@@ -67,7 +67,7 @@ class LiteSourceStream(LeasedJob):
         ordered = sorted(starts.items())
         assignments = [ordered[i::self._slots] for i in range(self._slots)]
         task = LiteSourceTask(config, self._connection, self._kafka.connection.librdkafka_config(),
-                              self._kafka_partition_count)
+                              self._kafka_partition_count, bridge.batch.outage_timeout_seconds)
         settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                       report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
                                       deadline=self.deadline, host_lease=self.host_lease)

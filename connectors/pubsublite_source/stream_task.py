@@ -43,7 +43,8 @@ class _LiteStream:
         last = self.poster.last()  # a task Spark runs again carries on from its stream's last report
         if last:
             self.counts = {**last, "cursors": {**self.counts["cursors"], **last.get("cursors", {})}}
-        self.writer = KafkaWriter(settings.task, Producer(source_producer_config(settings.task.kafka_client_config)))
+        self.writer = KafkaWriter(settings.task, Producer(source_producer_config(settings.task.kafka_client_config,
+                                                                          settings.task.outage_timeout_s)))
         self.dropped_before = int(self.counts.get("dropped", 0))
 
     def run(self) -> None:

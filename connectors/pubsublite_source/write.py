@@ -42,6 +42,7 @@ class LiteSourceTask:
     connection: LiteConnection
     kafka_client_config: dict[str, str]
     kafka_partition_count: int
+    outage_timeout_s: float  # a record Kafka does not acknowledge in this time fails the task
     positions: PositionsTopic | None = None  # exactly.once.support=required: where the transactions record positions
     lease: BatchLease | None = None  # a micro-batch's: its tasks read while the run holds it
 
@@ -129,7 +130,7 @@ def write_batch(converter: PubSubLiteSourceConverter, writer: KafkaWriter, lite_
 def read_and_deliver(task: LiteSourceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     ranges = [row for batch in batches for row in batch.to_pylist()]
     with watching(task.lease, task.kafka_client_config, f"reading {task.config.subscription_path()}") as keep_going, \
-            kept_client(source_producer_config(task.kafka_client_config)) as producer:  # kept for the worker's next task
+            kept_client(source_producer_config(task.kafka_client_config, task.outage_timeout_s)) as producer:  # kept for the worker's next task
         writer = KafkaWriter(task, producer)
 
         async def move_all() -> list[dict]:

@@ -83,6 +83,47 @@ def test_kafka_down_fails_a_source_run_in_one_line_and_the_next_run_moves_everyt
     assert sorted(m.value() for m in _consume_all(topic, len(sent), timeout_s=30)) == sorted(sent)
 
 
+def test_kafka_down_while_a_source_writes_fails_the_run_within_its_outage_timeout(stack, spark, tmp_path, unique):
+    """The source's producer gives up on a record within the bridge's outage timeout (librdkafka's own default
+    waits 5 minutes), and the run after the outage moves everything."""
+    import threading
+
+    from tests.e2e.test_cloud_pubsub_source_e2e import _consume_all
+    from tests.faults.eos_faults import written_to
+
+    topic, name = f"source-outage-write-{unique}", f"source_outage_write_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    sent = [f"w{i}".encode() for i in range(60_000)]
+    publish_pubsub_messages(topic, [(data, {}) for data in sent])
+    defs = build_definitions(cloud_source_bridges_file(tmp_path, name, subscription, topic,
+                                                       batch={"outage_timeout_seconds": 5, "max_records": 60_000}))
+    instance = DagsterInstance.ephemeral()
+    results = []
+    run = threading.Thread(target=lambda: results.append(_materialize(defs, name, instance)))
+    run.start()
+    deadline = time.monotonic() + 120
+    while written_to(topic) == 0 and run.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.is_alive(), "the run ended before Kafka could be stopped under it"
+    stack.down(only=("kafka",), log=lambda line: None)
+    down_at = time.monotonic()
+    try:
+        run.join(timeout=120)
+        failed_after_s = time.monotonic() - down_at
+    finally:
+        stack.up(only=("kafka",), log=lambda line: None)
+    assert not run.is_alive() and not results[0].success
+    failure = next(e for e in results[0].all_events if e.is_step_failure).step_failure_data.error
+    assert f"Kafka topic {topic} did not accept" in failure.message
+    # The producer's 5 s, the Spark job's end, the lease's stop (bounded: stream_lease.STOP_WAIT_S); it was minutes.
+    assert failed_after_s < 20, f"the run failed {failed_after_s:.0f} s after Kafka stopped"
+
+    assert _materialize(defs, name, instance).success
+    arrived = {m.value() for m in _consume_all(topic, len(sent), timeout_s=60)}
+    assert arrived == set(sent)  # nothing lost (what the failed run wrote may arrive twice: at least once)
+
+
 def test_the_sensor_backs_off_a_bridge_whose_kafka_does_not_answer(stack, tmp_path, unique):
     import json
     import socket
