@@ -93,13 +93,17 @@ def list_bridges(path: Path | None, as_json: bool) -> None:
               help="a connector key (repeat); secrets only as ${env:VAR} or ${file:path:key}")
 @click.option("--properties", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="an unchanged Kafka Connect .properties file instead of --set")
-@click.option("--mode", type=click.Choice(["batch", "continuous"]), default="batch", show_default=True)
+@click.option("--mode", type=click.Choice(["batch", "continuous"]),
+              help="batch: a run per micro-batch; continuous: one long-lived run (default: batch, or continuous "
+                   "with --host)")
+@click.option("--host", help="move it in this host's one long-lived run, with the other bridges naming it "
+                             "(continuous mode)")
 @click.option("--group", help="the asset group (default: bridges)")
 @click.option("--interval", type=int, help="sensor interval in seconds (default 30)")
 @_FILE
 @_URL
-def add(name: str, connector: str | None, sets: tuple[str, ...], properties: Path | None, mode: str,
-        group: str | None, interval: int | None, path: Path | None, url: str) -> None:
+def add(name: str, connector: str | None, sets: tuple[str, ...], properties: Path | None, mode: str | None,
+        host: str | None, group: str | None, interval: int | None, path: Path | None, url: str) -> None:
     """Add a bridge: validated with the whole file before anything is written; a running deployment loads it
     and its sensor starts by itself."""
     path = path or bridges_file_path()
@@ -112,8 +116,11 @@ def add(name: str, connector: str | None, sets: tuple[str, ...], properties: Pat
         entry["connector"] = connector
     elif not properties:
         raise BridgeConfigError("--connector is required with --set")
+    mode = mode or ("continuous" if host else "batch")
     if mode != "batch":
         entry["mode"] = mode
+    if host:
+        entry["continuous"] = {"host": host}  # with --mode batch the load says why that cannot be
     if group:
         entry["group"] = group
     if properties:

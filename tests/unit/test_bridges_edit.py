@@ -102,3 +102,24 @@ def test_the_shipped_file_changes_only_by_the_added_entry(tmp_path):
     assert text.startswith(shipped.rstrip("\n")) and "name: third" in text[len(shipped.rstrip("\n")):]
     remove_entry(path, "third")
     assert path.read_text() == shipped
+
+
+def test_the_cli_adds_a_bridge_to_a_host_in_continuous_mode(tmp_path):
+    from click.testing import CliRunner
+
+    from bridgectl.bridges_cli import bridges
+
+    path = tmp_path / "bridges.yaml"
+    path.write_text(FILE)
+    common = ["--connector", "S3BlockGzipSinkConnector", "--set", "topics=d", "--set", "s3.bucket=bkt",
+              "--file", str(path), "--url", "http://127.0.0.1:9"]  # no deployment there: the file only
+    result = CliRunner().invoke(bridges, ["add", "hosted", "--host", "archive", *common])
+    assert result.exit_code == 0, result.output
+    hosted = load_bridges(path)[2]
+    assert (hosted.mode, hosted.continuous.host) == ("continuous", "archive")
+
+    before = path.read_text()
+    result = CliRunner().invoke(bridges, ["add", "batched", "--mode", "batch", "--host", "archive", *common])
+    assert isinstance(result.exception, BridgeConfigError)
+    assert "continuous.host 'archive' needs mode: continuous" in str(result.exception)
+    assert path.read_text() == before
