@@ -28,6 +28,7 @@ from typing import Callable
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from connectors.kafka.admin import retry_transient
 from connectors.kafka.connection import group_committer
 
 # A stream's task stops between LAPSE_S - BEAT_S and LAPSE_S + 2 * BEAT_S after its run died (the beat it saw last,
@@ -149,7 +150,9 @@ class LeaseHolder:
         self._beat = 0
         self._closed = threading.Event()
         self._lock = threading.Lock()
-        self.beat()  # the tasks find their stream's id from the first moment
+        # The tasks find their stream's id from the first moment. Retried while the group's coordinator moves: a run
+        # started just after a broker restart met NOT_COORDINATOR here (faults test of a source through an outage).
+        retry_transient(self.beat)()
         if host is not None:
             host.add(self._where)
         else:
