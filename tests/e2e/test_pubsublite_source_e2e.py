@@ -24,7 +24,10 @@ def read_kafka(topic: str) -> list:
     import os
 
     admin = kafka_admin()
-    ends = admin.end_offsets(admin.partitions([topic]))[topic]
+    partitions = admin.partitions([topic])
+    if topic not in partitions:
+        return []  # just made, and not yet in this broker's metadata (seen right after a broker restart)
+    ends = admin.end_offsets(partitions)[topic]
     consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "test-reader",
                          "enable.auto.commit": False, "log_level": 3})
     consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
