@@ -39,7 +39,7 @@ from bench.process_memory import TreeCpu
 from bridgectl.paths import PROJECT_ROOT
 
 PARTITIONS = 4
-CONTINUOUS = {"trigger_interval_ms": 200, "commit_interval_ms": 5000, "max_run_minutes": 30}
+CONTINUOUS = {"trigger_interval_ms": 200, "commit_interval_ms": 5000, "max_run_minutes": 30, "host": None}  # own run
 IDLE_SECONDS = 20
 WARM_UP_RECORDS = 100
 WARM_UP_VALUE = b"warm-up"

@@ -179,7 +179,7 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, 
 
     topics, subscriptions = _fleet_topics(count)
     how = ({"mode": "batch"} if shape == "batch"
-           else {"mode": "continuous", "continuous": {"host": "fleet"} if shape == "hosted" else {}})
+           else {"mode": "continuous", "continuous": {"host": "fleet" if shape == "hosted" else None}})
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [

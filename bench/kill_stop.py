@@ -71,21 +71,21 @@ class TargetArrivals(threading.Thread):
 
 
 def _start_run(name: str, topic: str, mode: str, remote: str | None, work: Path) -> subprocess.Popen:
-    entry = {"name": name, "connector": "KafkaSinkConnector",
+    entry = {"name": name, "connector": "KafkaSinkConnector", "mode": "batch",
              "config": {"topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
                         "emit.checkpoints.enabled": "false"},
              "batch": {"initial_offsets": "earliest", "max_records": BACKLOG}}
     if mode == "source-batch":  # the subscription has the topic's name (bench.data.pubsub_topic)
-        entry = {"name": name, "connector": "CloudPubSubSourceConnector",
+        entry = {"name": name, "connector": "CloudPubSubSourceConnector", "mode": "batch",
                  "config": {"cps.project": PROJECT, "cps.subscription": topic, "kafka.topic": topic},
                  "batch": {"max_records": SOURCE_BACKLOG}}
     if mode == "lite-source-batch":  # the same for bench.data.lite_topic
-        entry = {"name": name, "connector": "PubSubLiteSourceConnector",
+        entry = {"name": name, "connector": "PubSubLiteSourceConnector", "mode": "batch",
                  "config": {"pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
                             "pubsublite.subscription": topic, "kafka.topic": topic},
                  "batch": {"max_records": BACKLOG}}
     if mode == "continuous":
-        entry |= {"mode": "continuous", "continuous": {"commit_interval_ms": 5000, "max_run_minutes": 10}}
+        entry |= {"mode": "continuous", "continuous": {"commit_interval_ms": 5000, "max_run_minutes": 10, "host": None}}
     (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [entry]}))
     home = work / "dagster_home"
     home.mkdir()

@@ -30,7 +30,7 @@ from bridgectl.paths import PROJECT_ROOT
 def _bridge_env(workdir: Path, engine: str, remote: str, topic: str) -> tuple[dict[str, str], str]:
     name = unique_name("latency").replace("-", "_")  # an asset name: letters, digits, underscores
     (workdir / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [{
-        "name": name, "connector": "CloudPubSubSinkConnector",
+        "name": name, "connector": "CloudPubSubSinkConnector", "mode": "batch",
         "config": {"topics": topic, "cps.project": "bench", "cps.topic": topic,
                    "value.converter": "org.apache.kafka.connect.storage.StringConverter"},
         "batch": {"initial_offsets": "earliest"},

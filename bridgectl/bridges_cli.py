@@ -94,8 +94,8 @@ def list_bridges(path: Path | None, as_json: bool) -> None:
 @click.option("--properties", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="an unchanged Kafka Connect .properties file instead of --set")
 @click.option("--mode", type=click.Choice(["batch", "continuous"]),
-              help="batch: a run per micro-batch; continuous: one long-lived run (default: batch, or continuous "
-                   "with --host)")
+              help="continuous: always on, in one long-lived run; batch: a run per micro-batch (default: "
+                   "continuous, or batch for exactly.once.support=required where only batch has it)")
 @click.option("--host", help="move it in this host's one long-lived run, with the other bridges naming it "
                              "(continuous mode)")
 @click.option("--group", help="the asset group (default: bridges)")
@@ -116,8 +116,7 @@ def add(name: str, connector: str | None, sets: tuple[str, ...], properties: Pat
         entry["connector"] = connector
     elif not properties:
         raise BridgeConfigError("--connector is required with --set")
-    mode = mode or ("continuous" if host else "batch")
-    if mode != "batch":
+    if mode:
         entry["mode"] = mode
     if host:
         entry["continuous"] = {"host": host}  # with --mode batch the load says why that cannot be

@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_GROUP = "bridges"
+# The host of the always-on bridges that name none (their one run is `host_default_job`).
+DEFAULT_HOST = "default"
 MOST_STREAM_TASKS = 64
 
 
@@ -58,7 +60,8 @@ class ContinuousSettings(BaseModel):
     stream_tasks: int = Field(1, ge=1, le=MOST_STREAM_TASKS)
     # Bridges naming the same host move in one long-lived Dagster run, each in a thread of its own, as Kafka
     # Connect's worker runs many connectors in one JVM; each keeps its own asset, position, checks and lease,
-    # and its sensor switches it on and off in that run. Unset: the bridge has a run of its own.
+    # and its sensor switches it on and off in that run. Unset: the host `default` (DEFAULT_HOST), shared by every
+    # continuous bridge that names none; null: a run of its own.
     host: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)
 
 

@@ -92,7 +92,7 @@ def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None 
               "key.converter": "org.apache.kafka.connect.storage.StringConverter",
               "value.converter": "org.apache.kafka.connect.storage.StringConverter", **(keys or {})}
     config = {k: v for k, v in config.items() if v is not None}  # None removes a key
-    entry = {"name": name, "connector": "CloudPubSubSinkConnector", "config": config}
+    entry = {"name": name, "connector": "CloudPubSubSinkConnector", "mode": "batch", "config": config}
     if batch:
         entry["batch"] = batch
     if checks:
@@ -107,7 +107,7 @@ def cloud_source_bridges_file(directory: Path, name: str, subscription: str, kaf
     """A bridges file with one CloudPubSubSourceConnector bridge from `subscription` (a path) to `kafka_topic`."""
     config = {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
               "kafka.topic": kafka_topic, **(keys or {})}
-    entry = {"name": name, "connector": "CloudPubSubSourceConnector", "config": config}
+    entry = {"name": name, "connector": "CloudPubSubSourceConnector", "mode": "batch", "config": config}
     if batch:
         entry["batch"] = batch
     path = directory / "bridges.yaml"

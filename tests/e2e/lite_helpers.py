@@ -94,7 +94,7 @@ def publish_lite(topic: TopicPath, messages: list[dict]) -> list:
 
 
 def lite_bridges_file(directory: Path, name: str, connector: str, config: dict, batch: dict | None = None) -> str:
-    entry = {"name": name, "connector": connector,
+    entry = {"name": name, "connector": connector, "mode": "batch",
              "config": {"pubsublite.project": PROJECT, "pubsublite.location": LOCATION, **config}}
     if batch:
         entry["batch"] = batch

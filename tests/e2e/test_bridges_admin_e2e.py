@@ -58,7 +58,8 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
         return one_row("stats")
 
     with dev:
-        added = bridgectl("add", name, "--connector", "KinesisSinkConnector", "--set", f"topics={topic}",
+        added = bridgectl("add", name, "--mode", "batch", "--connector", "KinesisSinkConnector",
+                          "--set", f"topics={topic}",
                           "--set", f"kinesis.stream.name={stream}", "--interval", "2")
         assert f"sensor {name}_lag_sensor running" in added
         assert yaml.safe_load(bridges.read_text())["bridges"][0]["name"] == name
@@ -86,7 +87,8 @@ def test_a_bridge_added_from_the_command_line_runs_stops_starts_reports_and_is_r
         properties.write_text(f"name={replica}\nconnector.class=KafkaSinkConnector\ntopics={topic}\n"
                               f"target.bootstrap.servers={os.environ['KAFKA_TARGET_BOOTSTRAP_SERVERS']}\n"
                               "topic.rename.format=copy.${topic}\n")
-        assert f"sensor {replica}_lag_sensor running" in bridgectl("add", replica, "--properties", str(properties),
+        assert f"sensor {replica}_lag_sensor running" in bridgectl("add", replica, "--mode", "batch",
+                                                                   "--properties", str(properties),
                                                                    "--interval", "2")
         wait(lambda: _target_records(f"copy.{topic}") == 51, "the replica bridge copied the topic")
         assert f"removed {replica}" in bridgectl("remove", replica)

@@ -180,7 +180,8 @@ def test_properties_file_bridge_with_struct_values(stack, spark, tmp_path, uniqu
         "key.converter=org.apache.kafka.connect.storage.StringConverter\n"
         "messageBodyName=page\nheaders.publish=true\nmetadata.publish=true\n"
     )
-    (tmp_path / "bridges.yaml").write_text(f"bridges:\n  - name: {name}\n    properties: cps-sink-connector.properties\n")
+    (tmp_path / "bridges.yaml").write_text(
+        f"bridges:\n  - name: {name}\n    properties: cps-sink-connector.properties\n    mode: batch\n")
     schema = {"type": "struct", "fields": [{"field": "page", "type": "string"}, {"field": "dwell_ms", "type": "int64"}]}
     produce(topic, [("user-1", json.dumps({"schema": schema, "payload": {"page": "/home", "dwell_ms": 1200}}))],
             headers=[("source", b"test")])

@@ -151,7 +151,7 @@ def test_the_source_decodes_messages_of_a_schema_topic_into_structs_the_avro_con
     config = {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1], "kafka.topic": kafka_topic,
               "messageFormat": "topic-schema", "errors.tolerance": "all", **_registry_keys("avro")}
     (tmp_path / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
-        {"name": name, "connector": "CloudPubSubSourceConnector", "config": config}]}))
+        {"name": name, "connector": "CloudPubSubSourceConnector", "mode": "batch", "config": config}]}))
 
     materialize_bridge(build_definitions(str(tmp_path / "bridges.yaml")), name)
     records = _consume_all(kafka_topic, 10)

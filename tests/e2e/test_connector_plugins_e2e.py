@@ -56,7 +56,7 @@ def test_a_bridge_of_the_plugin_moves_records_and_resumes(stack, spark_remote, p
         topics={topic}
         file={out}
         """))
-    bridges.write_text("bridges:\n  - properties: file-sink.properties\n")
+    bridges.write_text("bridges:\n  - properties: file-sink.properties\n    mode: batch\n")
     command, env = cli_run(tmp_path, str(bridges), name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     env = with_plugin(env, plugin_site)
 

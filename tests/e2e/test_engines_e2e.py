@@ -88,7 +88,7 @@ def test_cloud_pubsub_source(stack, engine, tmp_path, unique):
     subscription = create_pubsub_topic(kafka_topic)
     path = tmp_path / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [{
-        "name": name, "connector": "CloudPubSubSourceConnector", "batch": {"parallelism": 1},
+        "name": name, "connector": "CloudPubSubSourceConnector", "mode": "batch", "batch": {"parallelism": 1},
         "config": {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
                    "kafka.topic": kafka_topic}}]}))
     [f.result() for f in [publisher.publish(topic_path, f"m{i}".encode()) for i in range(100)]]
@@ -104,7 +104,7 @@ def test_s3_archive(stack, engine, tmp_path, unique):
     path = tmp_path / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector", "config": {
         "topics": topic, "s3.bucket": bucket, "s3.prefix": "w", "s3.path_style": True,
-        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}]}))
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter"}, "mode": "batch"}]}))
     produce(topic, [(None, f"line-{i}") for i in range(100)])
     run(tmp_path, str(path), name, engine)
     records = list(read_from_offset(s3, bucket, "w", topic, 0, 0))

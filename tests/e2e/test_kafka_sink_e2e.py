@@ -39,7 +39,7 @@ def _read_target(topic: str, partitions: int, expected: int) -> list:
 def _bridges(tmp_path, name: str, keys: dict) -> str:
     path = tmp_path / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "KafkaSinkConnector", "config": {
-        "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], **keys}}]}))
+        "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], **keys}, "mode": "batch"}]}))
     return str(path)
 
 

@@ -33,7 +33,7 @@ def test_records_and_offsets_commit_together_and_a_lost_place_is_found_in_the_tr
     bridges = tmp_path / "bridges.yaml"
     bridges.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "KafkaSinkConnector", "config": {
         "topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
-        "exactly.once.support": "required"}}]}))
+        "exactly.once.support": "required"}, "mode": "batch"}]}))
     defs = build_definitions(str(bridges))
     _produce(topic, [f"m{i}" for i in range(300)])
 

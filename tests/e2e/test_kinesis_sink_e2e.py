@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 def _bridges(tmp_path, name: str, topic: str, stream: str, keys: dict | None = None) -> str:
     path = tmp_path / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "KinesisSinkConnector", "config": {
-        "topics": topic, "kinesis.stream.name": stream, **(keys or {})}}]}))
+        "topics": topic, "kinesis.stream.name": stream, **(keys or {})}, "mode": "batch"}]}))
     return str(path)
 
 

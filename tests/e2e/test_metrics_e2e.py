@@ -86,13 +86,14 @@ def test_prometheus_reads_a_sink_and_a_continuous_source_and_fires_the_dead_lett
     create_pubsub_topic(topic)
     subscription = create_pubsub_topic(f"metrics-src-{unique}")
     bridges_file.write_text(yaml.safe_dump({"bridges": [
-        {"name": sink, "connector": "CloudPubSubSinkConnector", "batch": {"max_records": 3}, "checks": {"max_lag": 1},
+        {"name": sink, "connector": "CloudPubSubSinkConnector", "mode": "batch",
+         "batch": {"max_records": 3}, "checks": {"max_lag": 1},
          "config": {"topics": topic, "cps.project": PROJECT, "cps.topic": topic,
                     "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                     "value.converter.schemas.enable": False, "errors.tolerance": "all",
                     "errors.deadletterqueue.topic.name": dlq}},
         {"name": source, "connector": "CloudPubSubSourceConnector", "mode": "continuous",
-         "continuous": {"trigger_interval_ms": 100, "commit_interval_ms": 1000, "max_run_minutes": 3},
+         "continuous": {"trigger_interval_ms": 100, "commit_interval_ms": 1000, "max_run_minutes": 3, "host": None},
          "config": {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
                     "kafka.topic": source_topic}},
     ]}))

@@ -52,7 +52,7 @@ def test_records_arrive_with_key_properties_and_event_time_each_topic_routed_and
     path = tmp_path / "bridges.yaml"
     name = f"pls_{unique}"
     path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "PulsarSinkConnector", "config": {
-        "topics": ",".join(topics), "pulsar.service.url": os.environ["PULSAR_SERVICE_URL"]}}]}))
+        "topics": ",".join(topics), "pulsar.service.url": os.environ["PULSAR_SERVICE_URL"]}, "mode": "batch"}]}))
     defs, instance = build_definitions(str(path)), DagsterInstance.ephemeral()
 
     metadata = materialize_bridge(defs, name, instance)

@@ -62,7 +62,8 @@ def test_ctrl_c_with_piped_output_stops_dagster_dev_and_all_it_started(stack, tm
     port = _free_port()
     bridges = tmp_path / "bridges.yaml"
     bridges.write_text(yaml.safe_dump({"bridges": [{
-        "name": f"piped_{unique}", "connector": "CloudPubSubSinkConnector", "sensor": {"enabled": False},
+        "name": f"piped_{unique}", "connector": "CloudPubSubSinkConnector", "mode": "batch",
+        "sensor": {"enabled": False},
         "config": {"topics": "demo.orders", "cps.project": "local-project", "cps.topic": "demo-orders"}}]}))
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()

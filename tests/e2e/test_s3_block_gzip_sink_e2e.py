@@ -35,7 +35,7 @@ def _bridges(tmp_path, name: str, topic: str, bucket: str, keys: dict | None = N
     config = {"topics": topic, "s3.bucket": bucket, "s3.prefix": "arch", "s3.path_style": True,
               "value.converter": "org.apache.kafka.connect.storage.StringConverter", **(keys or {})}
     path = tmp_path / "bridges.yaml"
-    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector",
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector", "mode": "batch",
                                                  "config": config}]}))
     return str(path)
 
@@ -151,7 +151,7 @@ def test_latest_starts_at_the_end_once_then_goes_on_from_the_recorded_offsets(st
     _produce(topic, 0, ["before-0", "before-1"])
     path = tmp_path / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [{
-        "name": name, "connector": "S3BlockGzipSinkConnector", "batch": {"initial_offsets": "latest"},
+        "name": name, "connector": "S3BlockGzipSinkConnector", "mode": "batch", "batch": {"initial_offsets": "latest"},
         "config": {"topics": topic, "s3.bucket": bucket, "s3.prefix": "arch", "s3.path_style": True,
                    "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}]}))
     defs = build_definitions(str(path))

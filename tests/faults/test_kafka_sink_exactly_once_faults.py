@@ -75,7 +75,7 @@ def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_
     assert producer.flush(60) == 0
     bridges = tmp_path / "bridges.yaml"
     bridges.write_text(yaml.safe_dump({"bridges": [{
-        "name": name, "connector": "KafkaSinkConnector",
+        "name": name, "connector": "KafkaSinkConnector", "mode": "batch",
         # Small batches in short parts: each run writes in several transactions, so the faults land between them.
         "batch": {"max_records": 3000, "outage_timeout_seconds": 60, "progress_interval_ms": 200},
         "config": {"topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],

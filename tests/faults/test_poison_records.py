@@ -82,7 +82,7 @@ def test_cloud_source_message_kafka_cannot_take(stack, spark, tmp_path, unique, 
     subscription = create_pubsub_topic(kafka_topic)
     path = tmp_path / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [{
-        "name": name, "connector": "CloudPubSubSourceConnector", "batch": {"parallelism": 1},
+        "name": name, "connector": "CloudPubSubSourceConnector", "mode": "batch", "batch": {"parallelism": 1},
         "config": {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
                    "kafka.topic": kafka_topic, "errors.tolerance": tolerance}}]}))
     publisher = pubsub_v1.PublisherClient()
@@ -144,7 +144,7 @@ def test_s3_archive_value_that_cannot_be_a_line(stack, spark, tmp_path, unique, 
     if tolerance == "all":
         config["errors.deadletterqueue.topic.name"] = dlq
     path = tmp_path / "bridges.yaml"
-    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector",
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector", "mode": "batch",
                                                  "config": config}]}))
     produce(topic, [("k1", '"line-1"'), ("k2", "{malformed"), ("k3", '"line-3"')])
     defs = build_definitions(str(path))

@@ -80,7 +80,7 @@ def test_pubsub_down_fails_the_source_run_in_one_line(stack, spark, tmp_path, un
     subscription = create_pubsub_topic(kafka_topic)
     path = tmp_path / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [{
-        "name": name, "connector": "CloudPubSubSourceConnector", "batch": {**BATCH, "parallelism": 1},
+        "name": name, "connector": "CloudPubSubSourceConnector", "mode": "batch", "batch": {**BATCH, "parallelism": 1},
         "config": {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
                    "kafka.topic": kafka_topic}}]}))
     _fails_in_one_line_while_down(stack, "pubsub", build_definitions(str(path)), name, DagsterInstance.ephemeral(),
@@ -133,7 +133,7 @@ def test_s3_down_fails_the_archive_run_in_one_line(stack, spark, tmp_path, uniqu
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     s3.create_bucket(Bucket=bucket)
     path = tmp_path / "bridges.yaml"
-    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector",
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "S3BlockGzipSinkConnector", "mode": "batch",
                                                  "batch": BATCH, "config": {
         "topics": topic, "s3.bucket": bucket, "s3.prefix": "w", "s3.path_style": True,
         "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}]}))

@@ -104,7 +104,7 @@ def test_the_shipped_file_changes_only_by_the_added_entry(tmp_path):
     assert path.read_text() == shipped
 
 
-def test_the_cli_adds_a_bridge_to_a_host_in_continuous_mode(tmp_path):
+def test_the_cli_adds_a_bridge_always_on_by_default_and_to_a_host(tmp_path):
     from click.testing import CliRunner
 
     from bridgectl.bridges_cli import bridges
@@ -123,3 +123,10 @@ def test_the_cli_adds_a_bridge_to_a_host_in_continuous_mode(tmp_path):
     assert isinstance(result.exception, BridgeConfigError)
     assert "continuous.host 'archive' needs mode: continuous" in str(result.exception)
     assert path.read_text() == before
+
+    # Without --mode or --host the file gets neither: the load's defaults (always on, in the default host) apply.
+    result = CliRunner().invoke(bridges, ["add", "plain", *common])
+    assert result.exit_code == 0, result.output
+    plain = load_bridges(path)[3]
+    assert (plain.name, plain.mode, plain.continuous.host) == ("plain", "continuous", "default")
+    assert "mode:" not in path.read_text()[len(before):]

@@ -226,7 +226,7 @@ def test_a_host_needs_continuous_bridges_and_a_step_name_no_bridge_has(tmp_path)
     [bridge] = load_bridges(write(tmp_path, hosted))
     assert bridge.continuous.host == "fleet"
     with pytest.raises(BridgeConfigError) as batch:
-        load_bridges(write(tmp_path, SINK + "        continuous: {host: fleet}\n"))
+        load_bridges(write(tmp_path, SINK + "        mode: batch\n        continuous: {host: fleet}\n"))
     assert "continuous.host 'fleet' needs mode: continuous" in str(batch.value)
     clash = hosted.replace("name: orders", "name: host_fleet")
     with pytest.raises(BridgeConfigError) as named:
@@ -237,7 +237,16 @@ def test_a_host_needs_continuous_bridges_and_a_step_name_no_bridge_has(tmp_path)
     assert "continuous.host" in str(bad.value)
 
 
-def _continuous_from_properties(tmp_path, tasks_max: str, continuous: str = "{}"):
+def test_a_bridge_is_always_on_in_the_default_host_unless_it_says_otherwise(tmp_path):
+    [bridge] = load_bridges(write(tmp_path, SINK))
+    assert (bridge.mode, bridge.continuous.host) == ("continuous", "default")
+    [alone] = load_bridges(write(tmp_path, SINK + "        continuous: {host: null}\n"))
+    assert (alone.mode, alone.continuous.host) == ("continuous", None)
+    [batch] = load_bridges(write(tmp_path, SINK + "        mode: batch\n"))
+    assert (batch.mode, batch.continuous.host) == ("batch", None)
+
+
+def _continuous_from_properties(tmp_path, tasks_max: str, continuous: str = "{host: null}"):
     write(tmp_path, f"""\
         name=cps
         connector.class=com.google.pubsub.kafka.sink.CloudPubSubSinkConnector
@@ -257,7 +266,9 @@ def _continuous_from_properties(tmp_path, tasks_max: str, continuous: str = "{}"
 
 def test_tasks_max_is_the_streams_task_count_unless_set_or_hosted(tmp_path):
     [bridge] = _continuous_from_properties(tmp_path, "3")
-    assert bridge.continuous.stream_tasks == 3
+    assert bridge.continuous.stream_tasks == 3 and bridge.continuous.host is None
+    [bridge] = _continuous_from_properties(tmp_path, "3", "{}")  # in the default host
+    assert bridge.continuous.stream_tasks == 1 and bridge.continuous.host == "default"
     [bridge] = _continuous_from_properties(tmp_path, "3", "{stream_tasks: 2}")
     assert bridge.continuous.stream_tasks == 2
     [bridge] = _continuous_from_properties(tmp_path, "3", "{host: fleet}")

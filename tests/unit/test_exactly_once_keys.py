@@ -13,10 +13,12 @@ LITE_SOURCE = {"pubsublite.project": "p", "pubsublite.location": "us-central1-a"
                "kafka.topic": "t"}
 
 
-def bridges_file(tmp_path, config: dict, mode: str = "batch") -> str:
+def bridges_file(tmp_path, config: dict, mode: str | None = "batch") -> str:
+    entry = {"name": "lite_in", "connector": "PubSubLiteSourceConnector", "config": {**LITE_SOURCE, **config}}
+    if mode is not None:
+        entry["mode"] = mode
     path = tmp_path / "bridges.yaml"
-    path.write_text(yaml.safe_dump({"bridges": [{"name": "lite_in", "connector": "PubSubLiteSourceConnector",
-                                                 "mode": mode, "config": {**LITE_SOURCE, **config}}]}))
+    path.write_text(yaml.safe_dump({"bridges": [entry]}))
     return str(path)
 
 
@@ -40,6 +42,15 @@ def test_exactly_once_is_refused_where_it_is_not_built(tmp_path):
     with pytest.raises(BridgeConfigError, match="has it in batch so far, not in mode continuous"):
         load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, mode="continuous"))
     assert load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}))[0].config.exactly_once
+
+
+def test_a_bridge_without_a_mode_is_always_on_unless_it_asks_for_exactly_once_only_batch_has(tmp_path):
+    [plain] = load_bridges(bridges_file(tmp_path, {}, mode=None))
+    assert plain.mode == "continuous"
+    [required] = load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, mode=None))
+    assert required.mode == "batch" and required.config.exactly_once
+    [requested] = load_bridges(bridges_file(tmp_path, {"exactly.once.support": "requested"}, mode=None))
+    assert requested.mode == "continuous"
 
 
 class _Admin:

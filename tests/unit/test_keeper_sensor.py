@@ -25,7 +25,7 @@ def continuous_bridge(tmp_path):
             connector: CloudPubSubSinkConnector
             mode: continuous
             config: {topics: t, cps.project: p, cps.topic: t}
-            continuous: {commit_interval_ms: 2000}
+            continuous: {commit_interval_ms: 2000, host: null}  # a run of its own
         """))
     [bridge] = load_bridges(path)
     return bridge
