@@ -1,11 +1,11 @@
-"""Many always-on bridges on one machine, run the way a user runs them: `dagster dev` on a bridges file of N
-continuous Kafka -> Pub/Sub bridges (Cloud Pub/Sub sink, seed defaults, each its own topic) sharing one host (one
-run moves them all; `--own-runs` also measures a run per bridge, `--batch` the same bridges in micro-batch mode, a
-run per batch), while every topic gets `rate` records a second. Reports the CPU (% of one core) and the resident
-memory of our processes, split by kind (dagster dev's daemon, webserver, code server and run workers; the Spark
-engine's JVM and its Python workers), steady and idle, and the send -> Pub/Sub publish time of every
-record (p50, p99) across the fleet. The emulators are not counted. The same N topics through one Java Kafka
-Connect worker (1.3.3, one connector per topic, tasks.max=1) beside it.
+"""Many always-on bridges on one machine, run the way a user runs them: `dagster dev` on a bridges file of N Kafka ->
+Pub/Sub bridges (Cloud Pub/Sub sink, seed defaults, each its own topic) as the bridges file's defaults have them,
+always on in the host `default` (one run moves them all; `--own-runs` also measures a run per bridge, `--batch` the
+same bridges in micro-batch mode, a run per batch), while every topic gets `rate` records a second. Reports the CPU
+(% of one core) and the resident memory of our processes, split by kind (dagster dev's daemon, webserver, code server
+and run workers; the Spark engine's JVM and its Python workers), steady and idle, and the send -> Pub/Sub publish
+time of every record (p50, p99) across the fleet. The emulators are not counted. The same N topics through one Java
+Kafka Connect worker (1.3.3, one connector per topic, tasks.max=1) beside it.
 
     python -m bench.fleet [--bridges 1,10,30] [--rate 20] [--seconds 60] [--own-runs] [--batch]
     (a stack of its own, like python -m bench)
@@ -173,13 +173,13 @@ def _fleet_topics(count: int) -> tuple[list[str], list[str]]:
 
 
 def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, shape: str) -> dict:
-    """`shape`: hosted (every bridge names one host: one run moves them all), own-runs (each continuous bridge a run
-    of its own) or batch (micro-batch mode, seed defaults: each bridge's sensor starts a run per batch)."""
+    """`shape`: hosted (the entries say no mode and no host: the defaults, always on in the host `default`, one run
+    moving them all), own-runs (each continuous bridge a run of its own, `host: null`) or batch (micro-batch mode,
+    seed defaults: each bridge's sensor starts a run per batch)."""
     from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
     topics, subscriptions = _fleet_topics(count)
-    how = ({"mode": "batch"} if shape == "batch"
-           else {"mode": "continuous", "continuous": {"host": "fleet" if shape == "hosted" else None}})
+    how = {"batch": {"mode": "batch"}, "own-runs": {"continuous": {"host": None}}, "hosted": {}}[shape]
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
@@ -283,7 +283,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--no-java", action="store_true")
     parser.add_argument("--own-runs", action="store_true",
-                        help="also each bridge in a run of its own (no continuous.host), beside the hosted fleet")
+                        help="also each bridge in a run of its own (continuous.host: null), beside the hosted fleet")
     parser.add_argument("--batch", action="store_true",
                         help="also the same bridges in micro-batch mode (a run per batch, started by each sensor)")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "fleet.json"))
