@@ -20,6 +20,7 @@ from connectors.arrow_rows import rows_batch
 
 from connectors.errors import BatchError
 from connectors.kafka.batch_lease import watching
+from connectors.kafka.connection import source_producer_config
 from connectors.kafka.transactions import commit, holding_slot
 from connectors.pubsublite.clients import region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
@@ -60,7 +61,8 @@ async def _move_range(task: LiteSourceTask, client, lite_partition: int, start: 
     cfg, positions = task.config, task.positions
     what = f"Lite partition {lite_partition}"
     key = position_key(cfg, lite_partition)
-    with holding_slot(task.kafka_client_config, positions, lite_partition, key, TRANSACTION_TIMEOUT_MS) as producer:
+    config = source_producer_config(task.kafka_client_config, task.outage_timeout_s)  # murmur2, as without it
+    with holding_slot(config, positions, lite_partition, key, TRANSACTION_TIMEOUT_MS) as producer:
         # Only now, holding the slot, is its last committed position final: no older producer can commit.
         committed = positions.latest(lite_partition, key)
         if committed is not None:

@@ -27,7 +27,10 @@ def test_records_and_cursors_commit_together_and_a_lost_place_is_found_in_the_tr
 
     first = materialize_bridge(defs, name, DagsterInstance.ephemeral())
     assert first["messages_written"].value == 300
-    assert sorted(r.value() for r in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 3)) == sorted(f"m{i}".encode() for i in range(300))
+    written = read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 3)
+    assert sorted(r.value() for r in written) == sorted(f"m{i}".encode() for i in range(300))
+    # Keyed records land where a Java producer (murmur2) puts them, as without exactly once.
+    assert {r.key(): r.partition() for r in written} == java_partitions({r.key() for r in written}, 3)
     positions = f"bridge-offsets.{name}"
     assert len(kafka_admin().partitions([positions])[positions]) == 3  # a slot per Lite partition
 
@@ -43,3 +46,24 @@ def test_records_and_cursors_commit_together_and_a_lost_place_is_found_in_the_tr
     assert set(second["resumed_from_transactions"].value) == {"0", "1", "2"}
     values = [r.value() for r in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 3)]
     assert len(values) == len(set(values)) == 330
+
+
+def java_partitions(keys: set[bytes], partitions: int) -> dict[bytes, int]:
+    """Where Kafka's Java producer puts each key: librdkafka's murmur2 partitioner (its Java-compatible one) on a
+    topic of that many partitions, asked by producing each key once."""
+    from confluent_kafka import Producer
+
+    probe = f"murmur2-probe-{partitions}-{os.getpid()}"
+    kafka_admin().create_topic(probe, partitions=partitions)
+    placed: dict[bytes, int] = {}
+
+    def delivered(err, msg) -> None:
+        assert err is None, err
+        placed[msg.key()] = msg.partition()
+
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "partitioner": "murmur2_random",
+                         "log_level": 3})
+    for key in keys:
+        producer.produce(probe, b"", key=key, on_delivery=delivered)
+    producer.flush(30)
+    return placed
