@@ -88,8 +88,27 @@ def test_a_batchs_task_lets_go_at_once_when_another_run_takes_the_lease(kafka):
     watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", outage_grace_s=5.0)
     assert _watch(group, clock, watcher, 2, beating=True) is None
     group.metadata = "run-2"
-    assert _watch(group, clock, watcher, 2, beating=True) == pytest.approx(BEAT_S)
+    assert _watch(group, clock, watcher, 2, beating=True) == pytest.approx(2 * BEAT_S)  # seen at two looks
     assert watcher.why_not == "a newer run took over"
+
+
+def test_an_older_runs_late_beat_or_stop_does_not_take_the_lease(kafka):
+    """A commit of an older run that was in flight when Kafka went away lands after this run's beats once Kafka is
+    back; this run's next beat covers it."""
+    group, clock = kafka
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", outage_grace_s=5.0)
+    assert _watch(group, clock, watcher, 1, beating=True) is None
+    for late in ("run-0", "stop:run-0"):
+        group.metadata = late
+        clock.now += BEAT_S
+        assert watcher.holds()
+        group.metadata, group.beat = "run-1", group.beat + 1
+        assert _watch(group, clock, watcher, 1, beating=True) is None
+    group.metadata = "stop:run-0"  # another run's stop never fences, however long it stays
+    assert _watch(group, clock, watcher, 0.5, beating=True) is None
+    group.metadata = "stop:run-1"
+    assert _watch(group, clock, watcher, 1, beating=True) == pytest.approx(BEAT_S)
+    assert watcher.why_not == "the run stopped it"
 
 
 class _Lease:
