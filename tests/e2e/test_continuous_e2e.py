@@ -281,6 +281,28 @@ def wait_until(condition, what: str, timeout_s: float = 90) -> None:
         time.sleep(0.2)
 
 
+def run_story(home: str) -> str:
+    """What a failed wait shows: the status of every run in `home` and the lines the bridge logged (its warnings,
+    restarts and commit lines), the last ones first cut."""
+    with DagsterInstance.from_config(home) as instance:
+        told = []
+        for run in instance.get_runs():
+            told.append(f"run {run.run_id[:8]}: {run.status.value}")
+            told += [f"  {logging.getLevelName(e.level)} {e.user_message[:400]}" for e in instance.all_logs(run.run_id)
+                     if not e.is_dagster_event or e.level >= logging.WARNING][-40:]
+    return "\n".join(told)
+
+
+def wait_while_running(run: subprocess.Popen, home: str, condition, what: str, timeout_s: float = 90) -> None:
+    """`wait_until` that fails at once if the run ended, and tells the run's story when it fails."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if run.poll() is not None or time.monotonic() >= deadline:
+            ended = f"the run ended (exit {run.returncode})" if run.poll() is not None else f"{timeout_s:.0f} s passed"
+            pytest.fail(f"{ended} before {what}\n{run_story(home)}")
+        time.sleep(0.2)
+
+
 def start(command, env, log: Path) -> subprocess.Popen:
     return subprocess.Popen(command, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)

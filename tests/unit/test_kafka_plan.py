@@ -1,4 +1,7 @@
-from connectors.kafka.admin import share_budget
+import pytest
+from confluent_kafka import KafkaException, TopicPartition
+
+from connectors.kafka.admin import _listed_offset, _retriable, share_budget
 from connectors.kafka_connect.java_text import java_double_to_string, java_float_to_string
 
 
@@ -16,3 +19,12 @@ def test_java_number_text():
     for value, text in cases.items():
         assert java_double_to_string(value) == text
     assert java_float_to_string(0.1) == "0.1"
+
+
+def test_a_listed_offset_of_none_is_retried_not_taken():
+    tp = TopicPartition("t", 1)
+    assert _listed_offset(tp, 0) == 0 and _listed_offset(tp, 42) == 42
+    with pytest.raises(KafkaException) as raised:
+        _listed_offset(tp, -1001)  # what librdkafka answered for every partition right after a broker restart
+    assert _retriable(raised.value)
+    assert "t[1]" in raised.value.args[0].str()
