@@ -209,6 +209,7 @@ class LeaseWatcher:
         self._seen_at = self._looked_at = time.monotonic()
         self._owner_looked_at = float("-inf")
         self._other_seen = False  # another run's id at the last look
+        self._other_host_seen = False  # another host run's beat id at the last look
         self.why_not: str | None = None
 
     def holds(self) -> bool:
@@ -221,11 +222,16 @@ class LeaseWatcher:
             self._judge_owner(beat)
         else:
             beat = self._host_beats.read((self._where.topic, self._where.partition))
-            if beat is not None and beat[1] != self._host.beat_id:
+            other_host = beat is not None and beat[1] != self._host.beat_id
+            if other_host and self._other_host_seen:
+                # At two looks in a row, as for the bridge's own lease (_judge_owner): an older host run's beat stuck
+                # in an outage lands after this run's, and this run's next beat covers it.
                 self.why_not = "a newer run of its host took over"
-            elif now - self._owner_looked_at >= OWNER_LOOK_S:
+            elif not other_host and now - self._owner_looked_at >= OWNER_LOOK_S:
                 self._owner_looked_at = now
                 self._judge_owner(self._read_own())
+            if beat is not None:
+                self._other_host_seen = other_host
         if beat is None:
             beat = self._seen  # Kafka away for a moment: only the lapse counts
             if self._outage_grace_s is not None:

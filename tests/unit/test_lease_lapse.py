@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from connectors.kafka import spark_read, stream_lease
-from connectors.kafka.stream_lease import BEAT_S, LAPSE_S, LeaseWatcher
+from connectors.kafka.stream_lease import BEAT_S, LAPSE_S, HostBeatRef, LeaseWatcher
 
 
 class _Clock:
@@ -109,6 +109,30 @@ def test_an_older_runs_late_beat_or_stop_does_not_take_the_lease(kafka):
     group.metadata = "stop:run-1"
     assert _watch(group, clock, watcher, 1, beating=True) == pytest.approx(BEAT_S)
     assert watcher.why_not == "the run stopped it"
+
+
+def test_an_older_host_runs_late_beat_does_not_end_a_hosted_task_and_a_newer_host_run_does(monkeypatch):
+    """The host's beat group meets the same stray as a bridge's own lease: an older host run's beat, in flight when
+    Kafka went away, lands after this host run's beats; a newer host run's beats, seen at two looks, end the task."""
+    own, host, clock = _Group(), _Group(), _Clock()
+    host.metadata = "host-run-1"
+    groups = {stream_lease.lease_group("g"): own, stream_lease.host_lease_group("h"): host}
+    monkeypatch.setattr(stream_lease, "group_committer", lambda config, name: groups[name])
+    monkeypatch.setattr(stream_lease.time, "monotonic", clock)
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", HostBeatRef(stream_lease.host_lease_group("h"),
+                                                                                 "host-run-1"))
+    try:
+        assert _watch(host, clock, watcher, 2, beating=True) is None
+        host.metadata = "host-run-0"  # the late beat of the host run before
+        clock.now += BEAT_S
+        assert watcher.holds()
+        host.metadata = "host-run-1"
+        assert _watch(host, clock, watcher, 2, beating=True) is None
+        host.metadata = "host-run-2"  # a newer host run beats on
+        assert _watch(host, clock, watcher, 2, beating=True) == pytest.approx(2 * BEAT_S)
+        assert watcher.why_not == "a newer run of its host took over"
+    finally:
+        watcher.close()
 
 
 class _Lease:
