@@ -98,8 +98,10 @@ def _host_problems(bridges: list[Bridge]) -> list[str]:
             problems.append(f"bridge '{bridge.name}': continuous.host {host!r} needs mode: continuous "
                             "(a batch bridge's runs are started by its own sensor)")
         if f"host_{host}" in names:
-            problems.append(f"bridge '{bridge.name}': continuous.host {host!r} would name its run's step "
-                            f"host_{host}, which is a bridge's name; choose another host name")
+            # The default host's name is one the user may never have written.
+            chosen = " (the host of always-on bridges that name none)" if host == DEFAULT_HOST else ""
+            problems.append(f"bridge '{bridge.name}': continuous.host {host!r}{chosen} would name its run's step "
+                            f"host_{host}, which is a bridge's name; rename that bridge or choose another host name")
     return problems
 
 

@@ -244,6 +244,10 @@ def test_a_bridge_is_always_on_in_the_default_host_unless_it_says_otherwise(tmp_
     assert (alone.mode, alone.continuous.host) == ("continuous", None)
     [batch] = load_bridges(write(tmp_path, SINK + "        mode: batch\n"))
     assert (batch.mode, batch.continuous.host) == ("batch", None)
+    with pytest.raises(BridgeConfigError) as named:  # a bridge named as the default host's step
+        load_bridges(write(tmp_path, SINK.replace("name: orders", "name: host_default")))
+    assert ("continuous.host 'default' (the host of always-on bridges that name none) would name its run's step "
+            "host_default, which is a bridge's name; rename that bridge" in str(named.value))
 
 
 def _continuous_from_properties(tmp_path, tasks_max: str, continuous: str = "{host: null}"):
