@@ -208,8 +208,8 @@ class LeaseWatcher:
         self._seen: Beat | None = None
         self._seen_at = self._looked_at = time.monotonic()
         self._owner_looked_at = float("-inf")
-        self._other_seen = False  # another run's id at the last look
-        self._other_host_seen = False  # another host run's beat id at the last look
+        self._other_run = _AtTwoLooks()  # another run's id in the bridge's own lease group
+        self._other_host_run = _AtTwoLooks()  # another host run's beat id in the host's group
         self.why_not: str | None = None
 
     def holds(self) -> bool:
@@ -223,15 +223,13 @@ class LeaseWatcher:
         else:
             beat = self._host_beats.read((self._where.topic, self._where.partition))
             other_host = beat is not None and beat[1] != self._host.beat_id
-            if other_host and self._other_host_seen:
-                # At two looks in a row, as for the bridge's own lease (_judge_owner): an older host run's beat stuck
-                # in an outage lands after this run's, and this run's next beat covers it.
+            # At two looks in a row, as for the bridge's own lease (_judge_owner): an older host run's beat stuck in
+            # an outage lands after this run's, and this run's next beat covers it.
+            if beat is not None and self._other_host_run.seen(other_host):
                 self.why_not = "a newer run of its host took over"
             elif not other_host and now - self._owner_looked_at >= OWNER_LOOK_S:
                 self._owner_looked_at = now
                 self._judge_owner(self._read_own())
-            if beat is not None:
-                self._other_host_seen = other_host
         if beat is None:
             beat = self._seen  # Kafka away for a moment: only the lapse counts
             if self._outage_grace_s is not None:
@@ -260,17 +258,24 @@ class LeaseWatcher:
             return
         if beat[1] == STOP_PREFIX + self._stream_id:
             self.why_not = "the run stopped it"
-        elif beat[1] == self._stream_id or beat[1].startswith(STOP_PREFIX):
-            self._other_seen = False
-        elif self._other_seen:
+        elif self._other_run.seen(beat[1] != self._stream_id and not beat[1].startswith(STOP_PREFIX)):
             self.why_not = "a newer run took over"
-        else:
-            self._other_seen = True
 
     def close(self) -> None:
         self._consumer.close()
         if self._host_beats is not None:
             self._host_beats.release()
+
+
+class _AtTwoLooks:
+    """Whether something was so at this look and the one before (a takeover, told apart from a stray commit)."""
+
+    def __init__(self):
+        self._last = False
+
+    def seen(self, now: bool) -> bool:
+        twice, self._last = self._last and now, now
+        return twice
 
 
 class _HostBeatReader:

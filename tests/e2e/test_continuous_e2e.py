@@ -295,12 +295,15 @@ def run_story(home: str) -> str:
 
 def wait_while_running(run: subprocess.Popen, home: str, condition, what: str, timeout_s: float = 90) -> None:
     """`wait_until` that fails at once if the run ended, and tells the run's story when it fails."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if run.poll() is not None or time.monotonic() >= deadline:
-            ended = f"the run ended (exit {run.returncode})" if run.poll() is not None else f"{timeout_s:.0f} s passed"
-            pytest.fail(f"{ended} before {what}\n{run_story(home)}")
-        time.sleep(0.2)
+    def done() -> bool:
+        if run.poll() is not None:
+            pytest.fail(f"the run ended (exit {run.returncode}) before {what}\n{run_story(home)}")
+        return condition()
+
+    try:
+        wait_until(done, what, timeout_s)
+    except AssertionError as exc:
+        pytest.fail(f"{exc}\n{run_story(home)}")
 
 
 def start(command, env, log: Path) -> subprocess.Popen:
