@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,16 @@ from rich.table import Column, Table
 
 from bridgectl.bridges_edit import add_entry, remove_entry
 from bridgectl.deployment import Deployment
+from bridgectl.local_stack import default_dagster_url
 from bridgectl.paths import default_dagster_home
 from bridgectl.relay import say
 from connectors.bridges_file import BridgeConfigError, bridges_file_path, load_bridges
 from connectors.plugin import Bridge
 
 _stdout = Console()  # tables are the output; our remarks go to stderr (`say`)
-_URL = click.option("--url", default=lambda: os.environ.get("DAGSTER_URL", "http://127.0.0.1:3000"),
-                    show_default="http://127.0.0.1:3000 or $DAGSTER_URL", help="the running Dagster deployment")
+_URL = click.option("--url", default=lambda: default_dagster_url(),
+                    show_default="$DAGSTER_URL, else the UI `bridgectl dev` serves, else http://127.0.0.1:3000",
+                    help="the running Dagster deployment")
 _FILE = click.option("--file", "path", type=click.Path(path_type=Path), default=None,
                      help="the bridges file (default: $BRIDGES_FILE or bridges.yaml)")
 _JSON = click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
@@ -52,6 +55,12 @@ def _deployment(url: str) -> Deployment | None:
     say(f"no Dagster deployment answers at {url}: the bridges file is the only thing changed "
         "(--url or $DAGSTER_URL to name one)")
     return None
+
+
+def asset_name(connector_name: str) -> str:
+    """A Kafka Connect connector's name (`payments-to-pubsub`) as a bridge name, which is an asset key."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", connector_name)
+    return name if re.match(r"[A-Za-z_]", name) else f"_{name}"
 
 
 def parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -87,7 +96,7 @@ def list_bridges(path: Path | None, as_json: bool) -> None:
 
 
 @bridges.command()
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("--connector", help="a connector name or class (or connector.class in --properties)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="a connector key (repeat); secrets only as ${env:VAR} or ${file:path:key}")
@@ -102,15 +111,25 @@ def list_bridges(path: Path | None, as_json: bool) -> None:
 @click.option("--interval", type=int, help="sensor interval in seconds (default 30)")
 @_FILE
 @_URL
-def add(name: str, connector: str | None, sets: tuple[str, ...], properties: Path | None, mode: str | None,
+def add(name: str | None, connector: str | None, sets: tuple[str, ...], properties: Path | None, mode: str | None,
         host: str | None, group: str | None, interval: int | None, path: Path | None, url: str) -> None:
-    """Add a bridge: validated with the whole file before anything is written; a running deployment loads it
-    and its sensor starts by itself."""
+    """Add a bridge NAME (with --properties, NAME defaults to the file's name=): validated with the whole file
+    before anything is written; a running deployment loads it and its sensor starts by itself."""
     path = path or bridges_file_path()
     if properties and sets:
         raise BridgeConfigError("give --properties or --set, not both")
     if not properties and not sets:
         raise BridgeConfigError("give the connector's keys with --set key=value or --properties FILE")
+    file_keys: dict[str, str] = {}
+    if properties:
+        with open(properties, encoding="utf-8") as fh:
+            file_keys = javaproperties.load(fh)  # a file that does not parse is told before anything else
+    if not name:
+        if not file_keys.get("name"):
+            raise BridgeConfigError("give the bridge's NAME (or a --properties file with name=)")
+        name = asset_name(file_keys["name"])
+        if name != file_keys["name"]:
+            say(f"named {name}, from name={file_keys['name']} (an asset key takes letters, digits and underscores)")
     entry: dict[str, Any] = {"name": name}
     if connector:
         entry["connector"] = connector
@@ -123,8 +142,6 @@ def add(name: str, connector: str | None, sets: tuple[str, ...], properties: Pat
     if group:
         entry["group"] = group
     if properties:
-        with open(properties, encoding="utf-8") as fh:
-            javaproperties.load(fh)  # a file that does not parse is told before anything else
         entry["properties"] = os.path.relpath(properties.resolve(), path.resolve().parent)
     else:
         entry["config"] = parse_sets(sets)
@@ -164,10 +181,18 @@ def remove(name: str, path: Path | None, url: str) -> None:
 @_FILE
 @_URL
 def start(name: str, path: Path | None, url: str) -> None:
-    """Turn the bridge's sensor on."""
+    """Turn the bridge's sensor on; a hosted bridge held stopped on a record is tried again."""
+    from dagster import DagsterInstance
+
+    from sensors.switches import release_stopped
+
     bridge = _bridge(path, name)
     status = Deployment(url).set_sensor(_sensor_name(bridge), running=True)
     say(f"{name}: sensor {_sensor_name(bridge)} {status.lower()}")
+    os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
+    with DagsterInstance.get() as instance:
+        if release_stopped(instance, name):
+            say(f"{name}: no longer held stopped on the record it failed on; its host's run tries it again")
 
 
 @bridges.command()

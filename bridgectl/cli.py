@@ -19,7 +19,7 @@ from rich.table import Table
 from bridgectl.bridges_cli import bridges
 from bridgectl.fetch import MissingToolError
 from bridgectl.lite_cli import lite
-from bridgectl.local_stack import CLUSTER_SERVICES, LocalStack
+from bridgectl.local_stack import CLUSTER_SERVICES, SERVICES, LocalStack, default_dagster_url
 from bridgectl.paths import PROJECT_ROOT
 from bridgectl.relay import OutputRelay, say
 from connectors.bridges_file import BridgeConfigError, load_bridges
@@ -124,12 +124,13 @@ def dev(port: int, rate: int) -> None:
     """Run the product locally: servers, demo topics and traffic, then `dagster dev` (Ctrl-C stops all)."""
     from bridgectl.demo import TrafficGenerator, create_demo_resources
 
-    load_bridges()  # a bad bridges file is told before anything starts
     stack = LocalStack()
+    ui_url = f"http://127.0.0.1:{port}"
+    env_vars = {**stack.env(), "DAGSTER_URL": ui_url}
+    os.environ.update(env_vars)  # the bridges file may name the stack's endpoints (${env:SCHEMA_REGISTRY_URL})
+    load_bridges()  # a bad bridges file is told before anything starts
     was_running = {s.name for s in stack.status() if s.running}
     stack.up(log=say)
-    env_vars = stack.env()
-    os.environ.update(env_vars)
     os.makedirs(env_vars["DAGSTER_HOME"], exist_ok=True)
     for item in create_demo_resources(env_vars["KAFKA_BOOTSTRAP_SERVERS"]):
         say(f"created {item}")
@@ -137,7 +138,7 @@ def dev(port: int, rate: int) -> None:
     traffic.start()
     log_path = stack.home / "dagster-dev.log"
     say(f"demo traffic: {rate} records/s to each demo topic")
-    say(f"[bold]Dagster UI: http://127.0.0.1:{port}[/bold]  (Ctrl-C to stop; dagster dev's full log: {log_path})")
+    say(f"[bold]Dagster UI: {ui_url}[/bold]  (Ctrl-C to stop; dagster dev's full log: {log_path})")
 
     dagster = shutil.which("dagster", path=os.path.dirname(sys.executable)) or "dagster"
     # dagster dev runs in its own process group, so a terminal's Ctrl-C reaches only us; we hand
@@ -169,28 +170,32 @@ def dev(port: int, rate: int) -> None:
     signal.signal(signal.SIGINT, stop)
     try:
         while (code := proc.poll()) is None:
-            if metrics is None and stop_requested_at is None and _answers(f"http://127.0.0.1:{port}/server_info"):
+            if metrics is None and stop_requested_at is None and _answers(f"{ui_url}/server_info"):
                 # Only now: dagster dev has set up its instance's storage, which the endpoint would race to create.
                 metrics = _start_metrics(stack, env_vars["PROMETHEUS_URL"])
+                stack.record_ui_url(ui_url)  # `bridgectl local env` and `bridgectl bridges` find it there
             # dagster dev can hang in its shutdown (seen with runs in flight); give it a while, then end it.
             if stop_requested_at is not None and time.monotonic() - stop_requested_at > DAGSTER_STOP_GRACE_S:
                 say(f"dagster dev did not stop within {DAGSTER_STOP_GRACE_S}s; ending its processes")
                 break
             time.sleep(0.5)
     finally:
+        stack.record_ui_url(None)
         _end_process_group(proc.pid)
         if metrics is not None:
             _end_process_group(metrics.pid, grace_s=5)
     relay.join(timeout=5)
     traffic.stop()
     say(f"demo traffic stopped after {traffic.produced} records")
-    if not was_running:
-        stack.down(log=say)
+    # The servers this command started stop with it, whatever else was running before (those stay, said).
+    stack.down(log=say, only=tuple(name for name in SERVICES if name not in was_running))
+    if was_running:
+        say(f"left running, as they were before: {', '.join(sorted(was_running))} (bridgectl local down stops them)")
     sys.exit(0 if stop_requested_at is not None else code)
 
 
 @main.command()
-@click.option("--url", default="http://127.0.0.1:3000", show_default=True, help="the Dagster UI")
+@click.option("--url", default=lambda: default_dagster_url(), help="the Dagster UI (default: as `bridgectl bridges`)")
 @click.option("--out", default=".local/screenshots", show_default=True, type=click.Path(path_type=Path))
 @click.option("--bridge", default="demo_orders_to_pubsub", show_default=True, help="whose asset and checks to show")
 def screenshots(url: str, out: Path, bridge: str) -> None:
@@ -245,7 +250,7 @@ def _start_metrics(stack: LocalStack, prometheus_url: str) -> subprocess.Popen:
                                    start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
     say(f"metrics: http://127.0.0.1:{port}/metrics, scraped by Prometheus at {prometheus_url} "
-        "(alerts: /alerts, graphs: /graph)")
+        f"(alerts: {prometheus_url}/classic/alerts, graphs: {prometheus_url}/classic/graph)")
     return process
 
 

@@ -159,10 +159,24 @@ class LocalStack:
         pid, ticks = entry["pid"], entry["start_ticks"]
         return pid if process_start_ticks(pid) == ticks else None
 
+    def record_ui_url(self, url: str | None) -> None:
+        """The Dagster UI `bridgectl dev` serves on this stack (None: it stopped)."""
+        state = self._load_state()
+        if url is None:
+            state.pop("dagster_url", None)
+        else:
+            state["dagster_url"] = url
+        self._save_state(state)
+
+    def ui_url(self) -> str | None:
+        """The Dagster UI of this stack while `bridgectl dev` serves it."""
+        return self._load_state().get("dagster_url")
+
     # --- public ------------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
         ports = self.ports()
-        return {
+        ui = {"DAGSTER_URL": url} if (url := self.ui_url()) else {}
+        return {**ui,
             "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka']}",
             "KAFKA_TARGET_BOOTSTRAP_SERVERS": f"127.0.0.1:{ports['kafka_target']}",
             "PULSAR_SERVICE_URL": f"pulsar://127.0.0.1:{ports['pulsar']}",
@@ -609,3 +623,9 @@ class LocalStack:
                 return r.status == 200
         except OSError:
             return False
+
+
+def default_dagster_url() -> str:
+    """Where bridgectl finds Dagster: $DAGSTER_URL (`bridgectl local env` exports it), else the UI that
+    `bridgectl dev` serves on the local stack, else Dagster's own default."""
+    return os.environ.get("DAGSTER_URL") or LocalStack().ui_url() or "http://127.0.0.1:3000"

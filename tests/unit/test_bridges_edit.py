@@ -91,7 +91,8 @@ def test_a_bridge_is_added_to_an_empty_or_flow_style_list(tmp_path, listing):
     assert [b.name for b in load_bridges(path)] == before and text.endswith("# after the list\n")
 
 
-def test_the_shipped_file_changes_only_by_the_added_entry(tmp_path):
+def test_the_shipped_file_changes_only_by_the_added_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHEMA_REGISTRY_URL", "http://127.0.0.1:18081/apis/ccompat/v7")  # as the local stack sets it
     root = Path(__file__).resolve().parents[2]
     shipped = (root / "bridges.yaml").read_text()
     (tmp_path / "config").symlink_to(root / "config")  # the properties files it names
@@ -130,3 +131,26 @@ def test_the_cli_adds_a_bridge_always_on_by_default_and_to_a_host(tmp_path):
     plain = load_bridges(path)[3]
     assert (plain.name, plain.mode, plain.continuous.host) == ("plain", "continuous", "default")
     assert "mode:" not in path.read_text()[len(before):]
+
+
+def test_the_cli_names_a_bridge_from_its_properties_file_when_no_name_is_given(tmp_path):
+    from click.testing import CliRunner
+
+    from bridgectl.bridges_cli import bridges
+
+    path = tmp_path / "bridges.yaml"
+    path.write_text(FILE)
+    sink = tmp_path / "sink.properties"
+    sink.write_text("name=orders-to-archive\nconnector.class=S3BlockGzipSinkConnector\ntopics=o\ns3.bucket=bkt\n")
+    result = CliRunner().invoke(bridges, ["add", "--properties", str(sink), "--file", str(path),
+                                          "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 0, result.output
+    assert "named orders_to_archive, from name=orders-to-archive" in result.output
+    assert load_bridges(path)[-1].name == "orders_to_archive"
+
+    sink.write_text("connector.class=S3BlockGzipSinkConnector\ntopics=o\ns3.bucket=bkt\n")
+    before = path.read_text()
+    result = CliRunner().invoke(bridges, ["add", "--properties", str(sink), "--file", str(path)])
+    assert isinstance(result.exception, BridgeConfigError)
+    assert "give the bridge's NAME (or a --properties file with name=)" in str(result.exception)
+    assert path.read_text() == before
