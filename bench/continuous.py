@@ -1,4 +1,4 @@
-"""Continuous mode, as users run it: one `dagster asset materialize` of a `mode: continuous` bridge on the
+"""Continuous mode, as users run it: one `dagster job execute -j <bridge>_job` of a `mode: continuous` bridge on the
 warm engine, while a steady producer writes timestamped records (the value is the send time). Latency is
 send -> arrival: Pub/Sub pull time (Cloud sink), the Lite server's publish time (Lite sink), moto's arrival
 timestamp (Kinesis sink), the Pulsar broker's publish time (Pulsar sink), the S3 cursor object passing the record's
@@ -59,12 +59,12 @@ def continuous_run(entry: dict, remote: str) -> Iterator[subprocess.Popen]:
                "BRIDGE_SPARK_REMOTE": remote}
         log = BENCH_STACK_HOME / f"continuous-{entry['name']}.log"  # kept for a look afterwards
         log.parent.mkdir(parents=True, exist_ok=True)
-        run = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
-                                "-m", "bridge_assets", "--select", entry["name"]], env=env, cwd=PROJECT_ROOT,
+        run = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "job", "execute",
+                                "-m", "bridge_assets", "-j", f"{entry['name']}_job"], env=env, cwd=PROJECT_ROOT,
                                stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + 120
-            while "STEP_START" not in log.read_text(errors="replace"):
+            while "always on: moving" not in log.read_text(errors="replace"):
                 if run.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the continuous run did not start:\n{log.read_text()[-3000:]}")
                 time.sleep(0.2)

@@ -29,6 +29,7 @@ class Commit:
     values: dict[str, Any]
     line: str
     final: bool = False  # the loop's clean end: the run's own result
+    moved: int = 0  # records (or messages) moved since the last commit
 
 
 @dataclass
@@ -66,7 +67,7 @@ class CommitWindow:
             "records_per_second": round(self.moved / seconds, 1),
             "micro_batches": self.batches,
         }
-        return Commit(self.last.position, values, self._line(seconds), final)
+        return Commit(self.last.position, values, self._line(seconds), final, self.moved)
 
     def _line(self, seconds: float) -> str:
         if not self.batches:

@@ -26,19 +26,24 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from dagster import AssetExecutionContext, AssetKey, AssetMaterialization, Failure, MetadataValue
+from dagster import AssetExecutionContext, AssetKey, AssetMaterialization, AssetObservation, Failure, MetadataValue
 
 from asset_metadata import as_metadata, recorded_position
 from bridge_assets.continuous import Commit, follow_stream, loop_batches, termination_sets
 from bridge_assets.failures import failure_line
+from connectors.errors import BatchError, is_record_refused
+from connectors.kafka.leased_job import RESTARTED
 from connectors.kafka.stream_jobs import SharedJob, joining
 from connectors.plugin import Bridge
 import health
 from resources.lease import BridgeBusy, BridgeLease, LeaseLost
-from sensors.backoff import backoff_delay_s
+from sensors.backoff import MAX_BACKOFF_S, backoff_delay_s
+from sensors.switches import hold_stopped, release_stopped, stopped_because
 
 # How often the main thread looks at who should be moving (a host's sensors) when nothing else wakes it.
 _LOOK_S = 1.0
+# How an always-on run's first line begins (scripts wait for it: the run is moving).
+ALWAYS_ON_LINE = "always on"
 
 
 @dataclass
@@ -48,12 +53,14 @@ class _Member:
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     failure: BaseException | None = None
+    recorded: object = None  # the position last recorded (read at its start, then each materialization's)
+    committed: object = None  # the position of its last commit, recorded or observed (None: no commit yet)
 
 
 @dataclass
 class _Retry:
     failures: int
-    at: float  # monotonic
+    at: float  # monotonic; inf: held stopped (a record that can never pass)
 
 
 def _moving_settings(bridge: Bridge) -> Bridge:
@@ -61,6 +68,20 @@ def _moving_settings(bridge: Bridge) -> Bridge:
     return dataclasses.replace(bridge, batch=bridge.batch.model_copy(
         update={"max_seconds": bridge.batch.max_seconds or bridge.continuous.commit_interval_ms / 1000,
                 "progress_interval_ms": bridge.continuous.commit_interval_ms}))
+
+
+def _data_moved(bridge: Bridge, member: _Member, commit: Commit) -> bool:
+    """Whether a commit is a materialization: records moved, or the position did since the last commit (records
+    skipped, or moved by a stream whose counts were lost to its failure). A stream's first commit names where it
+    started: news only over a recorded position, or for a new bridge at `initial_offsets: latest` (started again, it
+    would find a later place)."""
+    if commit.moved:
+        return True
+    if member.committed is not None:
+        return commit.position != member.committed
+    position = bridge.plugin.position
+    never_recorded = position is None or member.recorded == position.from_json(None)
+    return commit.position != member.recorded and (not never_recorded or bridge.batch.initial_offsets == "latest")
 
 
 class ContinuousRun:
@@ -80,8 +101,8 @@ class ContinuousRun:
         self._retries: dict[str, _Retry] = {}
         self._busy_said: set[str] = set()
         self._stop = threading.Event()
-        longest = max(b.continuous.max_run_minutes for b in members)
-        self._deadline = time.monotonic() + longest * 60
+        self._run_minutes = max(b.continuous.max_run_minutes for b in members)
+        self._deadline = time.monotonic() + self._run_minutes * 60
         self._failed: Failure | None = None
         self._started_once: set[str] = set()
         self._shared: SharedJob | None = None
@@ -109,6 +130,10 @@ class ContinuousRun:
             raise self._failed
 
     def _move_until_ended(self) -> None:
+        what = (f"host {self._context.op_handle.name.removeprefix('host_')}'s bridges that are switched on"
+                if self._hosted else ", ".join(self._bridges))
+        self._context.log.info(f"{ALWAYS_ON_LINE}: moving {what} as records arrive, until {self._run_minutes:g} "
+                               "minutes are up or Ctrl-C / SIGTERM (each bridge records its position as it ends)")
         self._start_wanted()
         while self._members or not self._ending():
             try:
@@ -146,15 +171,29 @@ class ContinuousRun:
             retry = self._retries.get(name)
             if retry is not None and now < retry.at:
                 continue
+            if self._hosted and (cause := stopped_because(self._context.instance, name)):
+                self._retries[name] = _Retry(1, float("inf"))
+                self._context.log.error(f"{cause}; {self._held_stopped_line(name)}")
+                continue
             self._start(self._bridges[name])
+
+    @staticmethod
+    def _held_stopped_line(name: str) -> str:
+        return (f"{name} stays stopped, its check failed, until it is switched off and on again (`bridgectl bridges "
+                f"stop {name}`, then `start`) once the record is dealt with (errors.tolerance=all with a dead-letter "
+                "topic, or its position moved past it); the host's other bridges move on")
 
     def _stop_unwanted(self) -> None:
         if self._wanted is None:
             return
-        for name in set(self._members) - self._wanted_now():
+        switched_off = set(self._bridges) - self._wanted_now()
+        for name in switched_off & set(self._members):
             if not self._members[name].stop.is_set():
                 self._context.log.info(f"{name}: switched off; it ends after recording its commit")
                 self._members[name].stop.set()
+        for name in switched_off & set(self._retries):  # switched off: its failures are forgotten, a hold released
+            if self._retries.pop(name).at == float("inf") and release_stopped(self._context.instance, name):
+                self._context.log.info(f"{name}: switched off; switched on again, it starts afresh")
 
     def _start(self, bridge: Bridge) -> None:
         context = self._context
@@ -190,6 +229,7 @@ class ContinuousRun:
                 systems.spark.tag_thread(name)
             plugin = bridge.plugin
             position = recorded_position(self._context.instance, AssetKey(name), plugin.position)
+            member.recorded = position  # before any commit is handed over: the main thread reads it after
             looping = _moving_settings(bridge)
             moving = looping.with_secrets()
 
@@ -219,6 +259,9 @@ class ContinuousRun:
             return
         if kind == "warning":
             self._context.log.warning(f"{name}: {payload}" if self._hosted else payload)
+            if payload.startswith(RESTARTED):  # failed, if started again at once: failing until it delivers
+                self._report_failure(member.bridge, failure_line(member.bridge, BatchError(payload)))
+                self._retries.setdefault(name, _Retry(0, time.monotonic()))
         elif kind == "commit":
             self._record(member, payload)
         elif kind == "ended":
@@ -237,29 +280,47 @@ class ContinuousRun:
                 member.failure = exc
                 return
             context.log.info(f"{bridge.name}: {commit.line}" if self._hosted else commit.line)
-            context.log_event(AssetMaterialization(
-                asset_key=key, metadata=as_metadata(bridge.plugin.position, commit.position, commit.values)))
+            metadata = as_metadata(bridge.plugin.position, commit.position, commit.values)
+            if _data_moved(bridge, member, commit):
+                context.log_event(AssetMaterialization(asset_key=key, metadata=metadata))
+                member.recorded = commit.position
+            else:  # data did not move: "last materialized" keeps meaning it did; the lag is still news
+                context.log_event(AssetObservation(asset_key=key, metadata=metadata))
+            member.committed = commit.position
+            evaluations = health.batch_evaluations(bridge, commit.values)
+            delivered = commit.moved > 0 or health.caught_up(bridge, commit.values)
+            if not delivered and bridge.name in self._retries:  # failing until it delivers again: only the lag
+                evaluations = [e for e in evaluations if e.check == health.LAG_WITHIN_BOUND]
             # Only the checks whose outcome changed: a run's bridges commit every few seconds each, and the writes
             # of every check at every commit were a third of a thirty-bridge run's CPU.
-            health.report_changed(context.instance, key, health.batch_evaluations(bridge, commit.values))
-        self._retries.pop(bridge.name, None)
+            health.report_changed(context.instance, key, evaluations)
+        if delivered:
+            self._retries.pop(bridge.name, None)
+
+    def _report_failure(self, bridge: Bridge, cause: str) -> None:
+        with contextlib.suppress(Exception):  # the failure's own line matters more than its check
+            health.report(self._context.instance, AssetKey(bridge.name), [health.failed_batch_evaluation(cause)])
 
     def _end(self, member: _Member, exc: BaseException | None) -> None:
         bridge, context = member.bridge, self._context
-        member.lease.release()
+        member.lease.release(free_slot=True)  # its commits are recorded already, each as it came
         del self._members[bridge.name]
         exc = member.failure or exc
         if exc is None:
             return
         cause = failure_line(bridge, exc)
-        with contextlib.suppress(Exception):  # the failure's own line matters more than its check
-            health.report(context.instance, AssetKey(bridge.name), [health.failed_batch_evaluation(cause)])
+        self._report_failure(bridge, cause)
         if not self._hosted:
             self._failed = Failure(description=cause, allow_retries=False, metadata={
                 "trace": MetadataValue.text("".join(traceback.format_exception(exc))[-20_000:])})
             return
         failures = self._retries[bridge.name].failures + 1 if bridge.name in self._retries else 1
+        if is_record_refused(exc):  # started again, it would fail on the same record: held until the user acts
+            hold_stopped(context.instance, bridge.name, cause)
+            self._retries[bridge.name] = _Retry(failures, float("inf"))
+            context.log.error(f"{cause}; {self._held_stopped_line(bridge.name)}")
+            return
         delay = backoff_delay_s(failures, bridge.sensor.interval_seconds)
         self._retries[bridge.name] = _Retry(failures, time.monotonic() + delay)
-        context.log.error(f"{cause}; it starts again in {delay} s ({failures} failed in a row), "
-                          "the host's other bridges move on")
+        context.log.error(f"{cause}; it starts again in {delay} s ({failures} failed in a row; the wait doubles "
+                          f"with each, to at most {MAX_BACKOFF_S} s), the host's other bridges move on")

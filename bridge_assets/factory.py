@@ -1,8 +1,10 @@
 """One software-defined asset per bridge, built from its connector plugin's declarations (connectors/plugin.py).
 
-`mode: batch` (the default): a run moves one micro-batch and records where it got to.
-`mode: continuous`: a run keeps moving and records the position every commit interval (continuous_run.py); the
-bridges naming one host share a run.
+A materialization asked for by hand (the UI, `dg launch --assets`, `dagster asset materialize`) moves one
+micro-batch of each bridge it selects, records where it got to and ends, whatever the bridge's mode. The mode says
+what the bridge's automation runs: `mode: batch`, a run per micro-batch started by its sensor; `mode: continuous`
+(the default), a run that keeps moving and records the position every commit interval (continuous_run.py), the
+bridges naming one host sharing it. Only runs tagged to keep moving (jobs.ALWAYS_ON_TAG) do.
 """
 
 import contextlib
@@ -22,7 +24,7 @@ from bridge_assets.lineage import BridgeEnds
 from connectors.endpoints import Endpoint
 from connectors.plugin import Bridge, Systems
 import health
-from jobs import HOST_TAG
+from jobs import HOST_TAG, keeps_moving
 from resources.lease import BridgeBusy, BridgeLease
 
 log = logging.getLogger(__name__)
@@ -60,14 +62,13 @@ def build_bridge_assets(bridges: list[Bridge], ends: list[BridgeEnds] | None = N
 def _describe(bridge: Bridge) -> str:
     c = bridge.continuous
     if bridge.mode == "batch":
-        how = "One run moves one micro-batch."
-    elif bridge.plugin.has_stream(bridge):
-        how = "One run moves records as they arrive"
+        how = "Its sensor starts a run per micro-batch."
     else:
-        how = f"One run loops micro-batches (every {c.trigger_interval_ms} ms when idle)"
-    if bridge.mode == "continuous":
-        how += f" and records its position every {c.commit_interval_ms} ms, for up to {c.max_run_minutes:g} minutes."
-    return f"{bridge.connector}: {bridge.plugin.route(bridge)}. {how}"
+        where = f"host {c.host}'s run" if c.host else "a run of its own"
+        how = (f"Always on: {where} moves records as they arrive" if bridge.plugin.has_stream(bridge)
+               else f"Always on: {where} loops micro-batches (every {c.trigger_interval_ms} ms when idle)")
+        how += f" and records its position every {c.commit_interval_ms} ms."
+    return f"{bridge.connector}: {bridge.plugin.route(bridge)}. {how} Materialize moves one micro-batch and ends."
 
 
 def _asset_properties(bridge: Bridge, reads: tuple[Endpoint, ...]) -> dict:
@@ -85,6 +86,18 @@ def _asset_properties(bridge: Bridge, reads: tuple[Endpoint, ...]) -> dict:
     }
 
 
+def busy_line(instance, bridge: Bridge, busy: BridgeBusy) -> str:
+    """Why this run cannot move the bridge now, and what to do: an always-on run holding it is named as such."""
+    holder = instance.get_run_by_id(busy.holder_run_id) if busy.holder_run_id else None
+    if holder is None or not keeps_moving(holder.tags):
+        return str(busy)
+    where = (f"host {holder.tags[HOST_TAG]}'s run {holder.run_id[:8]}" if HOST_TAG in holder.tags
+             else f"its own run {holder.run_id[:8]}")
+    return (f"bridge {bridge.name} is always on in {where}: a batch now would move its records twice, so this run "
+            f"moved nothing. Switch it off first (`bridgectl bridges stop {bridge.name}`, or its sensor in the UI); "
+            "switched on again, it goes on from the position the batch records")
+
+
 @contextlib.contextmanager
 def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[BridgeLease]:
     """The bridge's lease for the whole body: position read, batches moved, lease checked, result recorded."""
@@ -92,7 +105,7 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         timing = context.resources.bridge_lease.timing()
         lease = BridgeLease.acquire(context.instance, bridge.name, context.run_id, timing)
     except BridgeBusy as exc:
-        raise Failure(description=str(exc), allow_retries=False) from None
+        raise Failure(description=busy_line(context.instance, bridge, exc), allow_retries=False) from None
     if lease.fenced:
         context.log.warning(f"Fenced run {lease.fenced.run_id} of bridge {bridge.name}: {lease.fenced.stale_because}")
     try:
@@ -111,21 +124,28 @@ def _holding_lease(context: AssetExecutionContext, bridge: Bridge) -> Iterator[B
         lease.release()
 
 
-def _one_batch_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
-    plugin = bridge.plugin
+def move_one_batch(context: AssetExecutionContext, bridge: Bridge, named: bool = False) -> MaterializeResult:
+    """One micro-batch of `bridge` from its recorded position, under its lease; `named`: the result and the log
+    lines name the bridge (a step moving several)."""
+    plugin, key = bridge.plugin, AssetKey(bridge.name)
+    with _holding_lease(context, bridge) as lease:
+        report = plugin.run_batch(context.resources, bridge.with_secrets(),
+                                  recorded_position(context.instance, key, plugin.position))
+        lease.check()
+    prefix = f"{bridge.name}: " if named else ""
+    context.log.info(prefix + report.line)
+    for warning in report.warnings:
+        context.log.warning(prefix + warning)
+    evaluations = health.batch_evaluations(bridge, report.values)
+    return MaterializeResult(asset_key=key if named else None,
+                             metadata=as_metadata(plugin.position, report.position, report.values),
+                             check_results=[e.result(key if named else None) for e in evaluations])
 
+
+def _one_batch_asset(bridge: Bridge, reads: tuple[Endpoint, ...]) -> AssetsDefinition:
     @asset(**_asset_properties(bridge, reads))
     def _bridge(context: AssetExecutionContext) -> MaterializeResult:
-        with _holding_lease(context, bridge) as lease:
-            report = plugin.run_batch(context.resources, bridge.with_secrets(),
-                                      recorded_position(context.instance, context.asset_key, plugin.position))
-            lease.check()
-        context.log.info(report.line)
-        for warning in report.warnings:
-            context.log.warning(warning)
-        evaluations = health.batch_evaluations(bridge, report.values)
-        return MaterializeResult(metadata=as_metadata(plugin.position, report.position, report.values),
-                                 check_results=[e.result() for e in evaluations])
+        return move_one_batch(context, bridge)
 
     return _bridge
 
@@ -153,6 +173,10 @@ def _continuous_assets(host: str | None, members: list[Bridge],
         required_resource_keys={"bridge_lease", *(s for b in members for s in b.plugin.systems)})
     def _continuous(context: AssetExecutionContext):
         selected = [by_key[key] for key in by_key if key in context.selected_asset_keys]
+        if not keeps_moving(context.run.tags):  # asked for by hand: one batch each, then the run ends
+            for bridge in selected:
+                yield move_one_batch(context, bridge, named=True)
+            return
         wanted = None
         if host is not None and context.run.tags.get(HOST_TAG) == host:
             from sensors.switches import switched_on

@@ -64,6 +64,10 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("bridge_partition_lag_records", "gauge",
                "Records not moved yet per Kafka partition, as of the latest batch or commit (the Kafka sinks and the "
                "archive; only with --partition-lag: a label per partition).", (*LABELS, "topic", "partition")),
+    MetricSpec("bridge_up", "gauge",
+               "1 while the bridge moves without failing, 0 from a failure until it delivers again (or has nothing "
+               "left to move): its batch_succeeded check, as Dagster's asset health and `bridgectl bridges status` "
+               "show it."),
     MetricSpec("bridge_check_passed", "gauge",
                "1 when the bridge's asset check passed its latest evaluation, 0 when it failed.", (*LABELS, "check")),
 )

@@ -55,6 +55,7 @@ class EventReader:
         self._instance, self._metrics, self._clock = instance, metrics, clock
         self._partition_lag = partition_lag  # a series per Kafka partition: only when asked
         self._materialized_after: dict[str, int] = {}  # bridge -> storage id of the last materialization read
+        self._observed_after: dict[str, int] = {}  # bridge -> storage id of the last observation read
         self._failures_after: dict[str, int] = {}  # bridge -> id of the last batch_succeeded execution read
         self._positioned_at: dict[str, float] = {}  # bridge -> when its latest materialization was recorded
         self._lag_at: dict[str, float] = {}  # bridge -> when the lag gauge's value was recorded
@@ -65,6 +66,7 @@ class EventReader:
         for bridge in bridges:
             self._declare(bridge)
             read += self._read_materializations(bridge)
+            self._read_observations(bridge)
             self._read_failures(bridge)
         self._read_checks(bridges)
         return read
@@ -107,6 +109,24 @@ class EventReader:
             if not result.has_more:
                 return read
 
+    def _read_observations(self, bridge: Bridge) -> None:
+        """An always-on bridge's commits that moved nothing are observations: they count nothing, but their lag is
+        the latest (a bridge that fails again and again moves nothing while its lag grows)."""
+        lag_key = bridge.plugin.keys.lag
+        if lag_key is None:
+            return
+        while True:
+            result = self._instance.fetch_observations(
+                AssetRecordsFilter(asset_key=AssetKey(bridge.name), after_storage_id=self._observed_after.get(bridge.name)),
+                limit=_PAGE, ascending=True)
+            for record in result.records:
+                lag = record.asset_observation.metadata.get(lag_key)
+                if lag is not None:
+                    self._set_lag(bridge, int(lag.value), record.timestamp)
+                self._observed_after[bridge.name] = record.storage_id
+            if not result.has_more:
+                return
+
     def _positioned(self, bridge: Bridge, at: float) -> None:
         if bridge.name not in self._positioned_at:  # the gauge asks for its age when scraped
             self._metrics["bridge_position_age_seconds"].labels(*_labels(bridge)).set_function(
@@ -144,6 +164,8 @@ class EventReader:
             if evaluation is None:  # planned or running: no outcome yet
                 continue
             self._metrics["bridge_check_passed"].labels(*_labels(bridge), key.name).set(1 if evaluation.passed else 0)
+            if key.name == health.BATCH_SUCCEEDED:
+                self._metrics["bridge_up"].labels(*_labels(bridge)).set(1 if evaluation.passed else 0)
             lag = evaluation.metadata.get("lag")
             if key.name == health.LAG_WITHIN_BOUND and lag is not None:  # a sensor's reading between batches
                 self._set_lag(bridge, int(lag.value), record.event.timestamp)  # create_timestamp is in whole seconds

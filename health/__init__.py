@@ -45,9 +45,10 @@ class Evaluation:
     metadata: Mapping[str, Any]
     severity: AssetCheckSeverity = AssetCheckSeverity.WARN
 
-    def result(self) -> AssetCheckResult:
-        return AssetCheckResult(check_name=self.check, passed=self.passed, description=self.description,
-                                metadata=dict(self.metadata), severity=self.severity)
+    def result(self, asset_key: AssetKey | None = None) -> AssetCheckResult:
+        """As a step's result; `asset_key` names the asset in a step of several."""
+        return AssetCheckResult(asset_key=asset_key, check_name=self.check, passed=self.passed,
+                                description=self.description, metadata=dict(self.metadata), severity=self.severity)
 
     def reported(self, asset_key: AssetKey,
                  target: AssetCheckEvaluationTargetMaterializationData | None) -> AssetCheckEvaluation:
@@ -111,6 +112,12 @@ def batch_evaluations(bridge: Bridge, values: Mapping[str, Any]) -> list[Evaluat
         ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in rejected.items()) or "none",
         {name: MetadataValue.int(n) for name, n in rejected.items()}))
     return evaluations
+
+
+def caught_up(bridge: Bridge, values: Mapping[str, Any]) -> bool:
+    """Nothing left to move (a connector that sees its lag): a bridge that failed and is back has nothing to prove."""
+    keys = bridge.plugin.keys
+    return keys.lag is not None and int(values.get(keys.lag, -1)) == 0
 
 
 def failed_batch_evaluation(cause: str) -> Evaluation:

@@ -10,6 +10,14 @@ from connectors.plugin import Bridge
 
 # The tag of a host's runs (the host's name): such a run moves the host's bridges whose sensors are on.
 HOST_TAG = "bridge-host"
+# The tag of a run that keeps its bridges moving (a host's run, a continuous bridge's own run). A run without it (a
+# materialization asked for by hand: the UI, `dg launch --assets`, `dagster asset materialize`) moves one batch
+# of each bridge it selects and ends, whatever the bridge's mode.
+ALWAYS_ON_TAG = "bridge-always-on"
+
+
+def keeps_moving(tags: dict[str, str]) -> bool:
+    return tags.get(ALWAYS_ON_TAG) == "true"
 
 
 def job_name(bridge: Bridge) -> str:
@@ -17,13 +25,15 @@ def job_name(bridge: Bridge) -> str:
 
 
 def build_bridge_job(bridge: Bridge):
+    """A continuous bridge's own job keeps it moving (its keeper starts it); any other bridge's moves one batch."""
+    always_on = bridge.mode == "continuous" and bridge.continuous.host is None
     return define_asset_job(
         name=job_name(bridge),
         selection=AssetSelection.assets(bridge.name),
-        tags={"bridge": bridge.name},
+        tags={"bridge": bridge.name, **({ALWAYS_ON_TAG: "true"} if always_on else {})},
         # One step: a subprocess per step would pay Spark's start-up twice.
         executor_def=in_process_executor,
-        description=(f"Move micro-batches of bridge {bridge.name} continuously" if bridge.mode == "continuous"
+        description=(f"Keep bridge {bridge.name} moving (always on)" if always_on
                      else f"Move one micro-batch for bridge {bridge.name}"),
         # Dagster's per-event DEBUG lines drown the console of `dagster dev`; the UI keeps them all.
         config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
@@ -39,7 +49,7 @@ def build_host_job(host: str, members: list[Bridge]):
     return define_asset_job(
         name=host_job_name(host),
         selection=AssetSelection.assets(*(b.name for b in members)),
-        tags={HOST_TAG: host},
+        tags={HOST_TAG: host, ALWAYS_ON_TAG: "true"},
         executor_def=in_process_executor,
         description=f"Move the bridges of host {host} that are switched on: {', '.join(b.name for b in members)}",
         config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},

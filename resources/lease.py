@@ -35,7 +35,9 @@ from pydantic import Field
 
 from connectors.processes import process_start_ticks
 
-STEP_KEY = "bridge-batch"
+def _step_key(bridge: str) -> str:
+    """The claim's step key, one per bridge: a run holding several bridges (a host's) frees one without the others."""
+    return f"bridge-batch/{bridge}"
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,11 @@ class LeaseTiming:
 
 
 class BridgeBusy(Exception):
-    """Another live run holds the bridge's lease."""
+    """Another live run holds the bridge's lease (`holder_run_id`, when known)."""
+
+    def __init__(self, message: str, holder_run_id: str | None = None):
+        super().__init__(message)
+        self.holder_run_id = holder_run_id
 
 
 class LeaseLost(Exception):
@@ -171,13 +177,14 @@ class BridgeLease:
                     raise BridgeBusy(
                         f"bridge {self._bridge} is moving a batch in run {holder.run_id} (heartbeat "
                         f"{holder.seconds_since_heartbeat:.0f} s ago); this run stopped before reading anything. "
-                        f"Run it again when that run has finished.")
+                        f"Run it again when that run has finished.", holder.run_id)
                 fence(self._instance, self._bridge, holder)
                 if not holder.finished:
                     self.fenced = holder
-            status = storage.claim_concurrency_slot(pool, self._run_id, STEP_KEY)
+            status = storage.claim_concurrency_slot(pool, self._run_id, _step_key(self._bridge))
             if not status.is_claimed:
-                storage.free_concurrency_slot_for_step(self._run_id, STEP_KEY)  # leave no pending claim behind
+                # leave no pending claim behind
+                storage.free_concurrency_slot_for_step(self._run_id, _step_key(self._bridge))
                 raise BridgeBusy(f"bridge {self._bridge}: another run claimed its lease at the same moment; "
                                  "this run stopped before reading anything")
 
@@ -211,11 +218,15 @@ class BridgeLease:
             raise LeaseLost(f"run {self._run_id} lost its lease on bridge {self._bridge} ({self._lost}); its batch "
                             "is not recorded, and the next run moves those records again (at least once)")
 
-    def release(self) -> None:
-        """Stop heartbeating. The slot stays claimed until this run has finished, since Dagster stores the
-        materialization (the position the next run reads) only after the asset's body has returned; the
-        next claimant, or the sensor, frees it once the run is finished."""
+    def release(self, free_slot: bool = False) -> None:
+        """Stop heartbeating. A batch's slot stays claimed until its run has finished, since Dagster stores its
+        materialization (the position the next run reads) only after the asset's body has returned; the next
+        claimant, or the sensor, frees it then. `free_slot`: free it now, for a run that recorded every position as
+        an event as it went (an always-on run's bridge that ended while the run goes on: a claim without heartbeats
+        would look stale, and fencing it would fail the whole run)."""
         self._stop.set()
+        if free_slot:
+            self._instance.event_log_storage.free_concurrency_slot_for_step(self._run_id, _step_key(self._bridge))
 
 
 class _Heartbeats:

@@ -23,3 +23,27 @@ def switched_on(instance: DagsterInstance, bridges: list[Bridge]) -> set[str]:
         if status == InstigatorStatus.RUNNING or (status == InstigatorStatus.DECLARED_IN_CODE and bridge.sensor.enabled):
             on.add(bridge.name)
     return on
+
+
+# A hosted bridge stopped on a record that can never pass (errors.tolerance=none): it stays stopped, in this host
+# run and the next ones, until it is switched off (and on again), as a Kafka Connect task that failed stays failed
+# until it is restarted.
+def _stopped_key(bridge: str) -> str:
+    return f"kafka-pubsub-bridge/stopped-on-record/{bridge}"
+
+
+def hold_stopped(instance: DagsterInstance, bridge: str, cause: str) -> None:
+    instance.run_storage.set_cursor_values({_stopped_key(bridge): cause})
+
+
+def stopped_because(instance: DagsterInstance, bridge: str) -> str | None:
+    """The one-line cause a bridge was stopped for, while it is held stopped."""
+    return instance.run_storage.get_cursor_values({_stopped_key(bridge)}).get(_stopped_key(bridge)) or None
+
+
+def release_stopped(instance: DagsterInstance, bridge: str) -> bool:
+    """Whether it was held stopped (no longer)."""
+    if stopped_because(instance, bridge) is None:
+        return False
+    instance.run_storage.set_cursor_values({_stopped_key(bridge): ""})
+    return True

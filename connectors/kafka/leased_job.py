@@ -32,6 +32,8 @@ _TASK_GRACE_S = 60
 _RESTARTS = 3
 # How long stopping waits for the tasks to end through the lease, and then for the job to go after interrupting it.
 _STOP_WAIT_S = 10
+# How the warning of a restart after a failure begins (the run records the bridge as failing until it delivers).
+RESTARTED = "the stream failed and started again from its last commit"
 
 
 class LeasedJob:
@@ -118,7 +120,7 @@ class LeasedJob:
         self._restarts_without_progress += 1
         cause = root_cause(failure)[1] if failure is not None else "its tasks ended"
         self._start()
-        return f"the stream failed and started again from its last commit: {cause}"
+        return f"{RESTARTED}: {cause}"
 
     # --- the Stream protocol's end ----------------------------------------------------------------------
     def raise_if_ended(self) -> None:

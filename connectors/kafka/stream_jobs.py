@@ -99,17 +99,24 @@ class SharedMember:
         self._read_at = float("-inf")
         self._ended, self._failure = 0, None
         self._closed = False
+        self._last_look_done = False
 
-    def _look(self) -> None:
+    def _look(self, last: bool = False) -> None:
         now = time.monotonic()
-        if not self._closed and now - self._read_at >= _LOOK_S and self._launch.launched():
+        if self._closed or not self._launch.launched() or self._last_look_done:
+            return
+        if last or now - self._read_at >= _LOOK_S:
             self._ended, self._failure = self._ends.read(self._stream_id)
             self._read_at = now
+            self._last_look_done = last
 
     def alive(self) -> bool:
         if not self._launch.launched():
             return True  # still forming
         if not self._launch.running():
+            # The launch ended: one last look for what its slots posted (a slot's error is why its stream ended,
+            # and a launch can end between two looks).
+            self._look(last=True)
             return False
         self._look()
         return self._failure is None and self._ended < len(self._slots)

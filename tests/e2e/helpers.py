@@ -136,17 +136,19 @@ def materialize_bridge(defs, name: str, instance=None) -> dict:
     return result.asset_materializations_for_node(name)[0].metadata
 
 
-def cli_run(tmp_path: Path, bridges_file: str, name: str,
-            engine: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """The documented command line, `dagster asset materialize -m bridge_assets --select <name>`,
-    with its environment: this bridges file and a Dagster instance of its own; `engine` is the
+def cli_run(tmp_path: Path, bridges_file: str, name: str, engine: dict[str, str] | None = None,
+            always_on: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The documented command line, `dagster asset materialize -m bridge_assets --select <name>` (one batch), or
+    with `always_on` `dagster job execute -m bridge_assets -j <name>_job` (a continuous bridge kept moving from a
+    shell), with its environment: this bridges file and a Dagster instance of its own; `engine` is the
     environment that picks the Spark engine (none: a classic local session in the run)."""
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir(exist_ok=True)
     env = {**os.environ, "BRIDGES_FILE": bridges_file, "DAGSTER_HOME": str(dagster_home), **(engine or {})}
-    command = [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize",
-               "-m", "bridge_assets", "--select", name]
-    return command, env
+    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
+    if always_on:
+        return [dagster, "job", "execute", "-m", "bridge_assets", "-j", f"{name}_job"], env
+    return [dagster, "asset", "materialize", "-m", "bridge_assets", "--select", name], env
 
 
 def kill_run_midway(command: list[str], env: dict[str, str], started: Callable[[], bool],
@@ -163,6 +165,19 @@ def kill_run_midway(command: list[str], env: dict[str, str], started: Callable[[
         before_kill()
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
+
+
+def interrupt(run: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Ctrl-C for a run started in its own process group (a running one ends after recording its commits); killed
+    if it has not ended within `timeout_s`."""
+    if run.poll() is not None:
+        return
+    os.killpg(run.pid, signal.SIGINT)
+    try:
+        run.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
 
 
 def free_port() -> int:

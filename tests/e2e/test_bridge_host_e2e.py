@@ -101,11 +101,12 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         with DagsterInstance.from_config(str(home)) as instance:
             assert {instance.get_latest_materialization_event(AssetKey(n)).run_id for n in names} == {run.run_id}
 
-        # A record bridge 2 cannot convert (errors.tolerance none) fails bridge 2 alone at once: the run says so,
-        # starts it again later and later, and bridge 0 goes on moving in the same run (in the same shared Spark job).
+        # A record bridge 2 cannot convert (errors.tolerance none) fails bridge 2 alone at once: the run says so and
+        # holds it stopped (started again, it would fail on the same record), and bridge 0 goes on moving in the same
+        # run (in the same shared Spark job).
         produce(topics[2], [(None, "{malformed")])
-        wait(lambda: any(names[2] in line and "starts again in" in line for line in _run_lines(home, run.run_id)),
-             "the run reported bridge 2's failure")
+        wait(lambda: any(names[2] in line and "stays stopped" in line and "JsonConverter" in line
+                         for line in _run_lines(home, run.run_id)), "the run reported bridge 2's failure")
         third = [f"third-0-{n}" for n in range(20)]
         produce(topics[0], [(None, v) for v in third])
         wait(lambda: sorted(arrived(0)) == sorted(first[0] + second[0] + third), "bridge 0 kept moving")
@@ -117,6 +118,14 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         [status] = json.loads(bridgectl("status", names[2], "--json", stdout_only=True))
         assert status["sensor"] == "RUNNING" and status["last_run"]["run_id"] == run.run_id
         assert names[2] in status["last_error"]["message"]
+        # Held stopped past the lease's staleness (30 s without its heartbeat): the keeper does not take the host's
+        # run for dead (bridge 2 gave up its claim when it ended), and bridge 0 goes on in it.
+        time.sleep(35)
+        assert [r.run_id for r in _runs(home, [DagsterRunStatus.STARTED])] == [run.run_id]
+        more = [f"more-0-{n}" for n in range(10)]
+        produce(topics[0], [(None, v) for v in more])
+        wait(lambda: set(more) <= set(arrived(0)), "bridge 0 kept moving in the same run")
+        third += more
 
         # The run's process killed -9: the keeper fences it and starts the next run, which moves what came meanwhile.
         with DagsterInstance.from_config(str(home)) as instance:
@@ -133,3 +142,16 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         everything = first[0] + second[0] + third + fourth + fifth
         wait(lambda: set(arrived(0)) == set(everything), "bridge 0's records after the kill arrived", 180)
         assert len(arrived(0)) - len(everything) <= len(third) + len(fourth), "more copies than moved since a commit"
+
+        # Bridge 2 stays stopped in the next run too, its check failed, until it is switched off and on again; then
+        # it is tried afresh (and, the record still there, held stopped again).
+        [next_run] = _runs(home, [DagsterRunStatus.STARTED])
+        held = lambda: [line for line in _run_lines(home, next_run.run_id)  # noqa: E731
+                        if names[2] in line and "stays stopped" in line]
+        wait(lambda: held(), "the next run held bridge 2 stopped")
+        assert sorted(arrived(2)) == sorted(first[2] + second[2])
+        assert "stopped" in bridgectl("stop", names[2])
+        wait(lambda: any("starts afresh" in line for line in _run_lines(home, next_run.run_id)),
+             "switching bridge 2 off released it")
+        assert "running" in bridgectl("start", names[2])
+        wait(lambda: len(held()) >= 2, "bridge 2 was tried again and held stopped again")

@@ -1,5 +1,5 @@
 """`mode: continuous` for every connector, on the warm engine, as a user runs it
-(`dagster asset materialize` in its own process group):
+(`dagster job execute -j <bridge>_job` in its own process group):
 
 1. a run keeps moving what arrives and records its position while it goes on;
 2. the run is killed -9 while records keep arriving; a new run moves everything: nothing is lost, and
@@ -315,7 +315,8 @@ def start(command, env, log: Path) -> subprocess.Popen:
                                        LiteSource])
 def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spark_remote, tmp_path, unique, case_type):
     case = case_type(unique, tmp_path)
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote},
+                           always_on=True)
     home = env["DAGSTER_HOME"]
     first_wave = [f"a{i}" for i in range(100)]
     second_wave = [f"b{i}" for i in range(300)]
@@ -349,7 +350,8 @@ def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spar
         wait_until(lambda: set(everything) <= set(case.arrived()), "the second wave arrived after the restart")
 
         # 3. Terminated: exits within seconds, its position recorded up to everything that arrived.
-        wait_until(lambda: "STEP_START" in (tmp_path / "second.log").read_text(), "the second run's step started")
+        wait_until(lambda: "always on: moving" in (tmp_path / "second.log").read_text(),
+                   "the second run's step started")
         case.send(third_wave)
         everything += third_wave
         wait_until(lambda: set(everything) <= set(case.arrived()), "the third wave arrived")

@@ -54,7 +54,8 @@ def _stream_through_a_new_partition_and_a_lost_task(stack, spark_remote: str, tm
     to it and returns what it sent; then the engine's Python workers are killed and 50 more are sent. Everything
     (and `sent_before`, sent before the run) arrives, at most the lost task's last round twice, and the run says it
     started again."""
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote},
+                           always_on=True)
     run = start(command, env, tmp_path / "run.log")
     sent: list[str] = list(sent_before)
     try:
@@ -217,7 +218,8 @@ def test_a_kafka_replica_stream_writes_checkpoints_takes_a_new_partition_and_sur
 @contextlib.contextmanager
 def _user_run(case, tmp_path: Path, spark_remote: str) -> Iterator[tuple[subprocess.Popen, dict]]:
     """The bridge run as a user runs it (its log in run.log), interrupted at the end if it is still running."""
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote},
+                           always_on=True)
     run = start(command, env, tmp_path / "run.log")
     try:
         yield run, env

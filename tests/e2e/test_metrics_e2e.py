@@ -129,7 +129,8 @@ def test_prometheus_reads_a_sink_and_a_continuous_source_and_fires_the_dead_lett
     publisher = pubsub_v1.PublisherClient()
     topic_path = publisher.topic_path(PROJECT, f"metrics-src-{unique}")
     [f.result() for f in [publisher.publish(topic_path, f"m{i}".encode()) for i in range(200)]]
-    command, env = cli_run(tmp_path, str(bridges_file), source, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    command, env = cli_run(tmp_path, str(bridges_file), source, {"BRIDGE_SPARK_REMOTE": spark_remote},
+                           always_on=True)
     run = subprocess.Popen(command, env={**env, "DAGSTER_HOME": str(home)}, start_new_session=True,
                            stdout=open(tmp_path / "source-run.log", "wb"), stderr=subprocess.STDOUT)
     try:

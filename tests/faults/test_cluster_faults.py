@@ -65,7 +65,7 @@ def test_the_executors_killed_under_an_always_on_stream_lose_nothing(stack, spar
     everything arrives, at most what was sent around the kill twice."""
     case = KafkaReplica(unique, tmp_path)
     engine = {key: spark_cluster[key] for key in ("BRIDGE_SPARK_REMOTE", "BRIDGE_SPARK_REMOTE_TOKEN")}
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, engine)
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, engine, always_on=True)
     run = start(command, env, tmp_path / "run.log")
     try:
         first = [f"a{i}" for i in range(50)]

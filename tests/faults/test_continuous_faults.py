@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 def test_an_always_on_bridge_rides_out_a_kafka_broker_restart(stack, spark_remote, tmp_path, unique, fault_report,
                                                                case_type):
     case = case_type(unique, tmp_path)
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote},
+                           always_on=True)
     before, after = [f"a{i}" for i in range(300)], [f"b{i}" for i in range(300)]
     run = start(command, env, tmp_path / "run.log")
     try:

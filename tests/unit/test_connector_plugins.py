@@ -4,6 +4,7 @@ Dagster layer as the five shipped connectors."""
 
 from __future__ import annotations
 
+import dataclasses
 from importlib.metadata import EntryPoint
 
 import pytest
@@ -77,7 +78,8 @@ def test_a_broken_plugin_is_named_in_one_line(monkeypatch, value, problem):
         plugins.installed_plugins.cache_clear()
 
 
-def test_the_shipped_bridges_file_loads():
+def test_the_shipped_bridges_file_loads(monkeypatch):
+    monkeypatch.setenv("SCHEMA_REGISTRY_URL", "http://127.0.0.1:18081/apis/ccompat/v7")  # as the local stack sets it
     bridges = load_bridges("bridges.yaml")
     assert len(bridges) >= 5 and {b.connector for b in bridges} == set(plugins.installed_plugins()) & {
         b.connector for b in bridges}
@@ -135,3 +137,25 @@ def test_a_kafka_sink_streams_in_continuous_mode_with_or_without_checkpoints(tmp
     assert bridge.plugin.has_stream(bridge)
     [asset] = build_bridge_assets([bridge])
     assert "moves records as they arrive" in asset.specs_by_key[AssetKey("replica")].description
+
+
+def test_an_always_on_commit_is_a_materialization_only_when_data_moved():
+    from bridge_assets.continuous import Commit
+    from bridge_assets.continuous_run import _data_moved, _Member
+
+    bridge = counter_bridge()
+    latest = dataclasses.replace(bridge, batch=BatchSettings(initial_offsets="latest"))
+    member = _Member(bridge, lease=None, recorded=0)  # a new bridge: the connector's empty position
+
+    def commit(position: int, moved: int = 0) -> Commit:
+        return Commit(position, {}, "", moved=moved)
+
+    assert not _data_moved(bridge, member, commit(0))  # nothing moved anywhere
+    assert not _data_moved(bridge, member, commit(5))  # a new stream's first place (earliest: found again)
+    assert _data_moved(latest, member, commit(5))  # at latest it would not be found again: recorded
+    assert _data_moved(bridge, member, commit(5, moved=5))
+    member.committed = 5
+    assert not _data_moved(bridge, member, commit(5))  # idle or failing: an observation
+    assert _data_moved(bridge, member, commit(9))  # moved with its counts lost (a stream that failed): recorded
+    restarted = _Member(bridge, lease=None, recorded=5)
+    assert _data_moved(bridge, restarted, commit(9)) and not _data_moved(bridge, restarted, commit(5))
