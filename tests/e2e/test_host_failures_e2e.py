@@ -43,10 +43,10 @@ def test_a_failing_hosted_bridge_stays_failed_until_it_delivers_and_the_others_m
          "batch": {"initial_offsets": "earliest", "outage_timeout_seconds": 5},
          "sensor": {"interval_seconds": 2}, "continuous": {"host": host, "commit_interval_ms": 1000}}
         for name, topic in zip(names, topics)]}))
-    materialize, env = cli_run(tmp_path, str(bridges), names[0], {"BRIDGE_SPARK_REMOTE": spark_remote})
+    command, env = cli_run(tmp_path, str(bridges), f"host_{host}", {"BRIDGE_SPARK_REMOTE": spark_remote},
+                           always_on=True)  # the host's job, host_<host>_job
     home = env["DAGSTER_HOME"]
-    run = start([materialize[0], "job", "execute", "-m", "bridge_assets", "-j", f"host_{host}_job"], env,
-                tmp_path / "host.log")
+    run = start(command, env, tmp_path / "host.log")
     arrived: list[list[str]] = [[], []]
 
     def moved(i: int, values: list[str]) -> bool:

@@ -76,7 +76,7 @@ def test_a_materialization_of_a_bridge_its_host_keeps_moving_is_refused_in_one_l
     bridges = _always_on_bridge(tmp_path, name, topic)
     engine = {"BRIDGE_SPARK_REMOTE": spark_remote}
     materialize, env = cli_run(tmp_path, bridges, name, engine)
-    host_command = [materialize[0], "job", "execute", "-m", "bridge_assets", "-j", "host_default_job"]
+    host_command, _ = cli_run(tmp_path, bridges, "host_default", engine, always_on=True)  # host_default_job
     host = start(host_command, env, tmp_path / "host.log")
     try:
         produce(topic, [(None, f"a{i}") for i in range(10)])
