@@ -16,6 +16,12 @@ class RecordRefused(BatchError):
     meets it fails on it again each time it is started again."""
 
 
+class RecordError(RecordRefused, ValueError):
+    """This record can never become a valid message (a poison record)."""
+
+    stage = "VALUE_CONVERTER"  # Kafka Connect's stage named in a dead letter's context headers
+
+
 # A task's BatchError reaches the driver inside Spark's error text (the task's Python traceback, wrapped
 # by the JVM). Its last line names the exception by module and class: that line is the one to show.
 _TASK_ERROR = re.compile(r"^(connectors(?:\.\w+)+)\.(\w+): ([^\n]+)$", re.MULTILINE)

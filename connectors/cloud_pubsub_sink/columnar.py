@@ -20,7 +20,7 @@ from connectors.cloud_pubsub_sink.convert import (
     KEY_ATTRIBUTE, MAX_ATTRIBUTE_VALUE_BYTES, MAX_MESSAGE_BYTES, MAX_ORDERING_KEY_BYTES, CloudPubSubSinkConverter,
     OutgoingMessage, _Attributes, _attribute_problem,
 )
-from connectors.kafka.record import RecordError
+from connectors.errors import RecordError
 from connectors.kafka.simple_converters import SimpleConverters, convert_each_record, string_error
 from connectors.kafka_connect.bytes_text import BASE64
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-from connectors.kafka.record import KafkaRecord, RecordError
+from connectors.errors import RecordError
+from connectors.kafka.record import KafkaRecord
 from connectors.kafka_connect.bytes_text import BASE64, bytes_to_text
 from connectors.kafka_connect.converters import value_to_json
 from connectors.kafka_connect.errors import ConversionError

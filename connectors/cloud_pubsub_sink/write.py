@@ -21,8 +21,7 @@ from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSett
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import PerTarget, is_routed
-from connectors.errors import BatchError
-from connectors.kafka.record import RecordError
+from connectors.errors import BatchError, RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import OpenWriter, SinkWriter
 from connectors.outage import Unreachable

@@ -7,7 +7,6 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from connectors.errors import RecordRefused
 
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
@@ -26,10 +25,6 @@ class KafkaRecord:
     @property
     def where(self) -> str:
         return f"topic {self.topic} partition {self.partition} offset {self.offset}"
-
-
-class RecordError(RecordRefused, ValueError):
-    """This record can never become a valid message (a poison record)."""
 
 
 def records_from_arrow(batch: pa.RecordBatch) -> Iterator[KafkaRecord]:

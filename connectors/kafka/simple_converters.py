@@ -8,7 +8,8 @@ from typing import Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
-from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
+from connectors.errors import RecordError
+from connectors.kafka.record import KafkaRecord, records_from_arrow
 from connectors.kafka_connect.converters import ByteArrayConverter, Converter, StringConverter
 from connectors.kafka_connect.errors import ConversionError
 

@@ -16,7 +16,8 @@ from connectors.arrow_rows import rows_batch
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.dead_letter import DeadLetterQueue
 from connectors.kafka.latency import LATENCY_FIELDS, latency_counts
-from connectors.kafka.record import KafkaRecord, RecordError, records_from_arrow
+from connectors.errors import RecordError
+from connectors.kafka.record import KafkaRecord, records_from_arrow
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from connectors.errors import BatchError
+from connectors.errors import BatchError, RecordError
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import client_logger, kept_client, refused_for_good
 from connectors.kafka.dead_letter import HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.record import RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import SinkWriter
 from connectors.kafka.transactions import PositionsTopic

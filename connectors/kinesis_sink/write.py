@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import pyarrow as pa
 from google.api_core.retry import exponential_sleep_generator
 
-from connectors.errors import BatchError
-from connectors.kafka.record import RecordError
+from connectors.errors import BatchError, RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import OpenWriter, SinkWriter
 from connectors.kinesis_sink.config import MAX_BYTES_PER_RECORD, KinesisSinkConfig

@@ -13,7 +13,7 @@ from typing import Iterator, Union
 
 import pyarrow as pa
 
-from connectors.kafka.record import RecordError
+from connectors.errors import RecordError
 from connectors.kafka.simple_converters import SimpleConverters, convert_each_record, string_error
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.convert import (

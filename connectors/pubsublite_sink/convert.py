@@ -18,7 +18,8 @@ from typing import Any
 from google.cloud.pubsublite_v1 import types
 from google.protobuf import struct_pb2
 
-from connectors.kafka.record import KafkaRecord, RecordError
+from connectors.errors import RecordError
+from connectors.kafka.record import KafkaRecord
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_double_to_string

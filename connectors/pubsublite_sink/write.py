@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Callable
 import pyarrow as pa
 
 from connectors.config.routing import PerTarget
-from connectors.errors import BatchError
-from connectors.kafka.record import RecordError
+from connectors.errors import BatchError, RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import OpenWriter, SinkWriter
 from connectors.outage import Unreachable, lite_outages_named

@@ -8,8 +8,7 @@ import threading
 
 import pyarrow as pa
 
-from connectors.errors import BatchError
-from connectors.kafka.record import RecordError
+from connectors.errors import BatchError, RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.sink_writer import SinkWriter
 from connectors.outage import Unreachable

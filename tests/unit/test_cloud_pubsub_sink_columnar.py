@@ -5,7 +5,8 @@ import pytest
 from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter
-from connectors.kafka.record import RecordError, records_from_arrow
+from connectors.errors import RecordError
+from connectors.kafka.record import records_from_arrow
 from tests.unit.kafka_rows import awkward_kafka_rows
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"

@@ -7,7 +7,7 @@ import pytest
 
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter
-from connectors.kafka.record import RecordError
+from connectors.errors import RecordError
 from connectors.kafka.record import KafkaRecord
 
 STRING = "org.apache.kafka.connect.storage.StringConverter"

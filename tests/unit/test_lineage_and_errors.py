@@ -94,7 +94,7 @@ def test_a_poison_record_is_told_apart_inside_sparks_error_text():
             except Exception as outer:  # noqa: BLE001
                 return outer
 
-    poison = spark_error("connectors.kafka.record.RecordError: topic t partition 0 offset 10: the target Kafka "
+    poison = spark_error("connectors.errors.RecordError: topic t partition 0 offset 10: the target Kafka "
                          "refused it: Broker: Message size too large")
     assert is_record_refused(poison)
     assert not is_record_refused(spark_error("connectors.outage.Unreachable: Kafka at k:9092 did not answer"))

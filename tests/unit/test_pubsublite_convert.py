@@ -8,7 +8,8 @@ from google.cloud.pubsublite_v1 import types
 from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
-from connectors.kafka.record import KafkaRecord, RecordError
+from connectors.errors import RecordError
+from connectors.kafka.record import KafkaRecord
 from connectors.kafka_connect.data import Field, Schema, Struct
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.convert import PubSubLiteSinkConverter, encode_to_bytes

@@ -2,7 +2,8 @@
 
 import pytest
 
-from connectors.kafka.record import RecordError, records_from_arrow
+from connectors.errors import RecordError
+from connectors.kafka.record import records_from_arrow
 from connectors.pubsublite_sink.columnar import LiteColumnarConverter
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 from connectors.pubsublite_sink.convert import PubSubLiteSinkConverter

@@ -9,7 +9,7 @@ import pytest
 
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.range_reader import RECORD_SCHEMA_WITH_HEADERS
-from connectors.kafka.record import RecordError
+from connectors.errors import RecordError
 from connectors.kafka.sink_tally import TalliedBatch
 from connectors.kafka.sink_writer import SinkWriter, TallySettings, write_records
 
