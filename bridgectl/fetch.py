@@ -121,6 +121,16 @@ def kafka_connect_jars() -> Path:
     return target
 
 
+def kafka_transforms_jars() -> Path:
+    """Apache Kafka's single message transforms with JsonConverter (the reference of the transforms' differential
+    test)."""
+    target = cache_dir() / "kafka-transforms-libs"
+    if not target.is_dir():
+        _copy_maven_dependencies("Apache Kafka's connect-transforms 4.1.1", STACK_FILES / "maven" /
+                                 "kafka-transforms.pom.xml", target)
+    return target
+
+
 def kafka_connect_3_jars() -> Path:
     """Kafka Connect 3.9's classpath: the released Java Lite source (1.3.3) calls a ConsumerRecord constructor that
     Kafka 4 removed (NoSuchMethodError on a 4.x worker), so its reference row runs on a 3.9 worker."""

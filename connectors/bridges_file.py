@@ -70,7 +70,7 @@ def load_bridges(path: Path | str | None = None) -> list[Bridge]:
 
     bridges, problems, seen = [], [], set()
     for index, raw in enumerate(entries):
-        label = raw.get("name") if isinstance(raw, dict) and raw.get("name") else f"#{index + 1}"
+        label = _label(raw, path.parent) or f"#{index + 1}"
         try:
             bridge = _load_entry(raw, path.parent)
         except BridgeConfigError as exc:
@@ -84,6 +84,20 @@ def load_bridges(path: Path | str | None = None) -> list[Bridge]:
     if problems:
         raise BridgeConfigError(f"{path}:\n  " + "\n  ".join(problems))
     return bridges
+
+
+def _label(raw: Any, base_dir: Path) -> str | None:
+    """The name an entry's problems are reported under: its own, or its .properties file's `name=`."""
+    if not isinstance(raw, dict):
+        return None
+    if raw.get("name"):
+        return str(raw["name"])
+    if isinstance(raw.get("properties"), str):
+        try:
+            return _read_properties(base_dir / raw["properties"]).get("name")
+        except BridgeConfigError:
+            return None
+    return None
 
 
 def _host_problems(bridges: list[Bridge]) -> list[str]:

@@ -33,9 +33,11 @@ class ColumnarConverter:
         self.config = config
         self.record_converter = CloudPubSubSinkConverter(config, topic_schemas)
         self.kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
+        # Transforms run on Connect records, record by record.
+        self.columnar = self.kinds.columnar and not config.transforms
         # The seed's defaults and the like: each message is the value as data and the key as its one attribute,
         # so a whole batch can be encoded at once (encoded()).
-        self.encodes_batches = (self.kinds.columnar and config.message_format == "attributes"
+        self.encodes_batches = (self.columnar and config.message_format == "attributes"
                                 and not config.metadata_publish and not config.headers_publish
                                 and config.ordering_key_source == "none")
 
@@ -64,7 +66,7 @@ class ColumnarConverter:
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         """(row, outcome) for every row of a batch of Kafka rows (range_reader.RECORD_SCHEMA), in order."""
-        if self.kinds.columnar and self.config.message_format == "attributes":
+        if self.columnar and self.config.message_format == "attributes":
             yield from self._convert_columns(batch)
         else:
             yield from convert_each_record(batch, self.record_converter.convert)

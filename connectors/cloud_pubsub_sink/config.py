@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from connectors.config.common import (
-    ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys,
+    ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys, TransformKeys,
 )
 from connectors.config.routing import TargetTemplate, route
 
@@ -15,7 +15,8 @@ DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
 MAX_REQUEST_BYTES = 9_500_000  # the reference's cap, under Pub/Sub's 10 MB publish request limit
 
 
-class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys):
+class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys,
+                            TransformKeys):
     cps_project: str = Field(alias="cps.project", min_length=1, description="the Pub/Sub topic's project")
     # The reference publishes every Kafka topic to its one topic.
     cps_topic: TargetTemplate = Field(
@@ -90,8 +91,9 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
 
     @property
     def reads_kafka_headers(self) -> bool:
-        # Headers become attributes only with headers.publish; a dead letter carries its record's headers.
-        return self.headers_publish or bool(self.errors_deadletterqueue_topic_name)
+        # Headers become attributes only with headers.publish; a dead letter carries its record's headers; transforms
+        # and predicates may read them.
+        return self.headers_publish or bool(self.errors_deadletterqueue_topic_name) or bool(self.transforms)
 
     @property
     def delay_ms(self) -> int:

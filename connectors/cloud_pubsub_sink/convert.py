@@ -20,6 +20,7 @@ from connectors.kafka_connect.converters import value_to_json
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_string
+from connectors.transforms.record import ConnectRecord, Header, header_bytes
 
 MAX_ATTRIBUTES = 100
 MAX_ATTRIBUTE_KEY_BYTES = 256
@@ -37,6 +38,7 @@ class OutgoingMessage:
     attributes: dict[str, str] = field(default_factory=dict)
     ordering_key: str = ""
     headers_dropped: int = 0  # headers.publish: headers that could not become attributes
+    topic: str | None = None  # the topic transforms gave the record (a router's), for cps.topic's ${topic}
 
     def size(self) -> int:
         return len(self.data) + sum(len(k.encode()) + len(v.encode()) for k, v in self.attributes.items())
@@ -132,17 +134,32 @@ class CloudPubSubSinkConverter:
         self.key_converter = config.key_converter_instance()
         self.value_converter = config.value_converter_instance()
         self.topic_schemas = topic_schemas
+        self.transforms = config.transforms.running() if config.transforms else None
         if config.message_format == "topic-schema" and topic_schemas is None:
             raise ValueError("messageFormat=topic-schema needs the topics' schemas")
 
     def convert(self, record: KafkaRecord) -> OutgoingMessage | None:
-        """The message for a record, or None when it has no data and no attributes (skipped)."""
+        """The message for a record, or None when it has no data and no attributes, or a transform dropped it
+        (skipped)."""
         cfg = self.config
         try:
             key_schema, key = self.key_converter.to_connect(record.key)
             value_schema, value = self.value_converter.to_connect(record.value)
         except ConversionError as exc:
             raise RecordError(str(exc)) from exc
+        topic, headers = record.topic, record.headers
+        timestamp = record.timestamp_ms if record.timestamp_type >= 0 else None
+        if self.transforms is not None:
+            # Where a Kafka Connect worker runs them: after the converters, before the connector maps the record.
+            transformed = self.transforms.apply(ConnectRecord(
+                topic, record.partition, key_schema, key, value_schema, value, timestamp,
+                tuple(Header(k, None, v) for k, v in headers), record.offset))
+            if transformed is None:
+                return None
+            topic, timestamp = transformed.topic, transformed.timestamp
+            key_schema, key, value_schema, value = (transformed.key_schema, transformed.key,
+                                                    transformed.value_schema, transformed.value)
+            headers = [(h.key, header_bytes(h)) for h in transformed.headers]
 
         attrs = _Attributes()
         key_text = ""
@@ -150,11 +167,11 @@ class CloudPubSubSinkConverter:
             attrs.put_value(KEY_ATTRIBUTE, key_schema, key)
             key_text = attrs.values[KEY_ATTRIBUTE]
         if cfg.metadata_publish:
-            attrs.put_text("kafka.topic", record.topic)
+            attrs.put_text("kafka.topic", topic)
             attrs.put_text("kafka.partition", str(record.partition))
             attrs.put_text("kafka.offset", str(record.offset))
-            if record.timestamp_ms is not None and record.timestamp_type >= 0:
-                attrs.put_text("kafka.timestamp", str(record.timestamp_ms))
+            if timestamp is not None:
+                attrs.put_text("kafka.timestamp", str(timestamp))
 
         data = b""
         if cfg.message_format == "json":
@@ -162,7 +179,7 @@ class CloudPubSubSinkConverter:
                 data = json.dumps(value_to_json(value_schema, value), separators=(",", ":")).encode("utf-8")
         elif cfg.message_format == "topic-schema":
             if value is not None:
-                codec = self.topic_schemas(record.topic)
+                codec = self.topic_schemas(topic)
                 try:
                     data = codec.encode(value_schema, value)
                 except ConversionError as exc:
@@ -178,7 +195,7 @@ class CloudPubSubSinkConverter:
             raise RecordError(f"{len(attrs.values)} attributes; Pub/Sub allows {MAX_ATTRIBUTES}")
         headers_dropped = 0
         if cfg.headers_publish:
-            for header_key, header_value in record.headers:
+            for header_key, header_value in headers:
                 headers_dropped += not attrs.offer_header(header_key, header_value)
         if len(data) > MAX_MESSAGE_BYTES:
             raise RecordError(f"message data is {len(data)} bytes; Pub/Sub allows {MAX_MESSAGE_BYTES}")
@@ -192,7 +209,8 @@ class CloudPubSubSinkConverter:
             ordering_key = str(record.partition)
         if len(ordering_key.encode("utf-8")) > MAX_ORDERING_KEY_BYTES:
             raise RecordError(f"ordering key is over {MAX_ORDERING_KEY_BYTES} bytes")
-        return OutgoingMessage(data, attrs.values, ordering_key, headers_dropped)
+        return OutgoingMessage(data, attrs.values, ordering_key, headers_dropped,
+                               topic if topic != record.topic else None)
 
     def _struct_to_attributes(self, value: Struct, attrs: _Attributes) -> bytes:
         data = b""

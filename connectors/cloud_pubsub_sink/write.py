@@ -110,13 +110,13 @@ class PubSubWriter(SinkWriter):
             if outcome is None:
                 slot.counts(row).skipped += 1
             elif isinstance(outcome, RecordError):
-                self.tally.reject(slot.record(row), "VALUE_CONVERTER", outcome)
+                self.tally.reject(slot.record(row), outcome.stage, outcome)
             else:
                 if outcome.headers_dropped:
                     slot.counts(row).headers_dropped += outcome.headers_dropped
                 message = self._message_pb(data=outcome.data, attributes=outcome.attributes,
                                            ordering_key=outcome.ordering_key)
-                (self._publisher_for(topics[row]) if self._routed else publisher).add(
+                (self._publisher_for(outcome.topic or topics[row]) if self._routed else publisher).add(
                     message, outcome.size(), (slot, row), outcome.ordering_key)
 
     def flush(self) -> None:

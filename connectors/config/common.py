@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from connectors.kafka_connect.converter_classes import BYTE_ARRAY_CONVERTER, KNOWN_CONVERTERS, REGISTRY_CONVERTERS
 from connectors.kafka_connect.converters import converter_for
 from connectors.kafka_connect.registry.settings import KeyRegistryKeys, ValueRegistryKeys, registry_settings
+from connectors.transforms.chain import TRANSFORMS, TransformChain, is_chain_key, load_chain
 
 # Kafka Connect framework keys that a connector .properties file may carry and that are not the connector's own
 # (tasks.max is read by the loader as an always-on stream's task count; there is no per-record retry loop to tune).
@@ -22,9 +23,26 @@ IGNORED_FRAMEWORK_KEYS = frozenset({
 
 
 class ConnectorConfig(BaseModel):
-    """Base of every connector's config: strict about unknown keys, immutable, keys by alias."""
+    """Base of every connector's config: strict about unknown keys, immutable, keys by alias. Kafka Connect's
+    `transforms.*` and `predicates.*` keys are read into one chain (connectors/transforms) for a connector whose config
+    has `TransformKeys`, and refused in one line for the others."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False, arbitrary_types_allowed=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _transform_chain(cls, keys: Any) -> Any:
+        if not isinstance(keys, dict) or isinstance(keys.get(TRANSFORMS), TransformChain):
+            return keys
+        chain_keys = {k: v for k, v in keys.items() if is_chain_key(str(k))}
+        if not chain_keys:
+            return keys
+        if TRANSFORMS not in cls.model_fields:
+            raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms yet (the Cloud "
+                             "Pub/Sub sink does)")
+        others = {k: v for k, v in keys.items() if k not in chain_keys}
+        chain = load_chain(chain_keys)
+        return {**others, TRANSFORMS: chain} if chain else others
 
     @classmethod
     def known_keys(cls) -> list[str]:
@@ -35,6 +53,18 @@ class ConnectorConfig(BaseModel):
         """Keys typed SecretStr: their values never appear in an error, a log or a written file."""
         return frozenset(f.alias or name for name, f in cls.model_fields.items()
                          if SecretStr in (f.annotation, *typing.get_args(f.annotation)))
+
+
+class TransformKeys(BaseModel):
+    """Kafka Connect's single message transforms and predicates, run on each record where a Connect worker runs
+    them."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    transforms: TransformChain | None = Field(
+        None, alias="transforms",
+        description="Kafka Connect's single message transforms, in order: a comma list of aliases, each with "
+                    "`transforms.<alias>.type` and that class's keys (`predicates` likewise); see Transforms")
 
 
 class GcpCredentialsKeys(BaseModel):

@@ -123,23 +123,27 @@ def schema_from_json(doc: Any) -> Schema:
     if type_name is None:
         raise ConversionError(f"JsonConverter: unknown schema type {doc['type']!r}")
     optional = bool(doc.get("optional", False))
-    name = doc.get("name")
-    parameters = tuple((str(k), str(v)) for k, v in (doc.get("parameters") or {}).items())
+    basics = {"name": doc.get("name"), "version": doc.get("version"), "doc": doc.get("doc"),
+              "parameters": tuple((str(k), str(v)) for k, v in (doc.get("parameters") or {}).items())}
     if type_name == "STRUCT":
         fields = tuple(Field(f["field"], schema_from_json(f)) for f in doc.get("fields", []))
-        return Schema("STRUCT", optional, name, fields=fields, parameters=parameters)
+        return Schema("STRUCT", optional, fields=fields, **basics)
     if type_name == "ARRAY":
-        return Schema("ARRAY", optional, name, value_schema=schema_from_json(doc["items"]), parameters=parameters)
+        return Schema("ARRAY", optional, value_schema=schema_from_json(doc["items"]), **basics)
     if type_name == "MAP":
-        return Schema("MAP", optional, name, key_schema=schema_from_json(doc["keys"]),
-                      value_schema=schema_from_json(doc["values"]), parameters=parameters)
-    return Schema(type_name, optional, name, parameters=parameters)
+        return Schema("MAP", optional, key_schema=schema_from_json(doc["keys"]),
+                      value_schema=schema_from_json(doc["values"]), **basics)
+    return Schema(type_name, optional, **basics)
 
 
 def schema_to_json(schema: Schema) -> dict[str, Any]:
     doc: dict[str, Any] = {"type": _CONNECT_TO_JSON_TYPE[schema.type], "optional": schema.optional}
     if schema.name:
         doc["name"] = schema.name
+    if schema.version is not None:
+        doc["version"] = schema.version
+    if schema.doc is not None:
+        doc["doc"] = schema.doc
     if schema.parameters:
         doc["parameters"] = dict(schema.parameters)
     if schema.type == "STRUCT":
@@ -201,6 +205,11 @@ def _primitive_from_json(schema: Schema, payload: Any) -> Any:
 def value_to_json(schema: Schema | None, value: Any) -> Any:
     if value is None:
         return None
+    if schema is not None and schema.type == "FLOAT32" and isinstance(value, float):
+        # Java writes a float by its shortest digits (1.70000004E12), not those of the double holding it.
+        from connectors.kafka_connect.java_text import java_float_to_string
+
+        return float(java_float_to_string(value))
     if is_logical(schema):
         value = to_physical(schema, value)
     if isinstance(value, Struct):

@@ -25,6 +25,8 @@ class Schema:
     value_schema: "Schema | None" = None
     # Connect's schema parameters, as (key, value) pairs: a Decimal's "scale", say.
     parameters: tuple[tuple[str, str], ...] = ()
+    version: int | None = None
+    doc: str | None = None
 
     def __post_init__(self) -> None:
         if self.type not in ALL_TYPES:

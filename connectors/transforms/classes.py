@@ -1,0 +1,66 @@
+"""What a transform or predicate class declares (its Kafka class name, its keys' model, how it is built), and the
+types its keys use; Kafka's classes and a package's own are declared alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, Protocol
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from connectors.transforms.record import ConnectRecord
+
+KAFKA_TRANSFORMS = "org.apache.kafka.connect.transforms"
+KAFKA_PREDICATES = "org.apache.kafka.connect.transforms.predicates"
+
+
+class TransformConfig(BaseModel):
+    """Base of a transform's or predicate's keys (those after `transforms.<alias>.`): strict, immutable, by alias."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+
+
+def _comma_list(value: Any) -> Any:
+    """Kafka's LIST type: a comma list (blanks around items dropped), or a YAML list."""
+    if isinstance(value, str):
+        return tuple(item.strip() for item in value.split(",") if item.strip())
+    return value
+
+
+# A Kafka Connect LIST key.
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list)]
+
+
+class Transformation(Protocol):
+    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+        """The transformed record, or None to drop it."""
+        ...
+
+
+class Predicate(Protocol):
+    def test(self, record: ConnectRecord) -> bool: ...
+
+
+@dataclass(frozen=True)
+class TransformClass:
+    java_class: str  # the class name a .properties file gives, without $Key / $Value
+    config_model: type[TransformConfig]
+    build: Callable[..., Transformation]  # (config) or, with sides, (config, side)
+    summary: str
+    sides: bool = False  # Kafka has it as `$Key` and `$Value`, and a file names one
+
+    @property
+    def short_name(self) -> str:
+        return self.java_class.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class PredicateClass:
+    java_class: str
+    config_model: type[TransformConfig]
+    build: Callable[[Any], Predicate]
+    summary: str
+
+    @property
+    def short_name(self) -> str:
+        return self.java_class.rsplit(".", 1)[-1]

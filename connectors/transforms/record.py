@@ -1,0 +1,46 @@
+"""The record a transform sees: Kafka Connect's ConnectRecord, after a sink's converters or before a source's."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from connectors.kafka_connect.data import Schema
+
+
+class TransformError(ValueError):
+    """A transform cannot handle this record (Kafka Connect's DataException): it goes through errors.tolerance."""
+
+
+@dataclass(frozen=True)
+class Header:
+    key: str
+    schema: Schema | None  # None: schemaless (a header read from Kafka is its bytes, schema None)
+    value: Any
+
+
+@dataclass(frozen=True)
+class ConnectRecord:
+    topic: str
+    partition: int | None
+    key_schema: Schema | None
+    key: Any
+    value_schema: Schema | None
+    value: Any
+    timestamp: int | None  # milliseconds since the epoch
+    headers: tuple[Header, ...] = ()
+    offset: int | None = None  # a sink record's Kafka offset (InsertField's offset.field); None in a source
+
+    def replace(self, **changes: Any) -> ConnectRecord:
+        return dataclasses.replace(self, **changes)
+
+
+def header_bytes(header: Header) -> bytes | None:
+    """A header's value as the bytes Kafka carries: a header read from Kafka as it was, a typed one (a transform's)
+    as its text, as Connect's SimpleHeaderConverter writes it."""
+    if header.value is None or isinstance(header.value, (bytes, bytearray)):
+        return header.value
+    from connectors.kafka_connect.java_text import java_string
+
+    return java_string(header.value, header.schema).encode("utf-8")

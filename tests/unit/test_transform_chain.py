@@ -1,0 +1,141 @@
+"""Kafka Connect's transforms and predicates as a bridges file gives them: the chain a .properties file describes
+loads, every problem of it is refused at once in a line naming the key, and the Cloud Pub/Sub sink runs the chain
+where a Connect worker does (after the converters, before the record becomes a message)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from connectors.bridges_file import BridgeConfigError, load_bridges
+from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter
+from connectors.kafka.record import KafkaRecord
+from connectors.transforms.chain import TransformFailed, load_chain
+
+# The issue's file: a Cloud Pub/Sub sink with two of Kafka's transforms and a predicate.
+SINK = textwrap.dedent("""\
+    name=orders_sink
+    connector.class=com.google.pubsub.kafka.sink.CloudPubSubSinkConnector
+    topics=orders
+    cps.project=demo
+    cps.topic=orders
+    transforms=addSource,dropTomb
+    transforms.addSource.type=org.apache.kafka.connect.transforms.InsertHeader
+    transforms.addSource.header=source
+    transforms.addSource.value.literal=kafka
+    transforms.dropTomb.type=org.apache.kafka.connect.transforms.Filter
+    transforms.dropTomb.predicate=isTomb
+    predicates=isTomb
+    predicates.isTomb.type=org.apache.kafka.connect.transforms.predicates.RecordIsTombstone
+    """)
+
+
+def _load(tmp_path, properties: str):
+    (tmp_path / "sink.properties").write_text(properties)
+    (tmp_path / "bridges.yaml").write_text("bridges:\n  - properties: sink.properties\n")
+    return load_bridges(tmp_path / "bridges.yaml")
+
+
+def test_a_connect_file_with_transforms_and_a_predicate_loads_as_it_is(tmp_path):
+    [bridge] = _load(tmp_path, SINK)
+    stages = bridge.config.transforms.stages
+    assert [(s.alias, s.class_name) for s in stages] == [("addSource", "InsertHeader"), ("dropTomb", "Filter")]
+    assert stages[1].predicate.alias == "isTomb" and not stages[1].negate
+
+
+def test_every_problem_of_a_chain_is_refused_at_once_naming_the_key(tmp_path):
+    broken = (SINK.replace("transforms.addSource.header=source", "transforms.addSource.hedaer=source")
+              .replace("org.apache.kafka.connect.transforms.Filter", "org.apache.kafka.connect.transforms.Filtre")
+              .replace("predicates=isTomb", "predicates=isTombstone")
+              + "transforms.old.type=Filter\ntransforms.mask.type=MaskField\n")
+    with pytest.raises(BridgeConfigError) as refused:
+        _load(tmp_path, broken.replace("transforms=addSource,dropTomb", "transforms=addSource,dropTomb,mask"))
+    lines = str(refused.value).splitlines()[1:]
+    assert all(line.startswith("  bridge 'orders_sink': key 'transforms.") or "key 'predicates" in line
+               for line in lines), lines
+    text = str(refused.value)
+    assert "key 'transforms.addSource.hedaer': unknown key (did you mean 'transforms.addSource.header'?" in text
+    assert "key 'transforms.addSource.header': required, not set (transform 'addSource' (InsertHeader))" in text
+    assert "key 'transforms.dropTomb.type': unknown transform class 'org.apache.kafka.connect.transforms.Filtre'" in text
+    assert "key 'predicates.isTomb.type': 'isTomb' is not listed in 'predicates'" in text
+    assert "key 'predicates.isTombstone.type': required, not set" in text
+    assert "key 'transforms.old.type': 'old' is not listed in 'transforms'" in text
+    assert "MaskField works on the key or the value: name MaskField$Key or MaskField$Value" in text
+
+
+@pytest.mark.parametrize("keys, problem", [
+    ({"transforms": "a,a", "transforms.a.type": "Filter"}, "key 'transforms': 'a' is listed twice"),
+    ({"transforms": "a", "transforms.a.type": "Filter", "transforms.a.negate": "true"},
+     "key 'transforms.a.negate': needs transforms.a.predicate"),
+    ({"transforms": "a", "transforms.a.type": "Filter", "transforms.a.predicate": "p"},
+     "key 'transforms.a.predicate': 'p' is not in 'predicates'"),
+    ({"transforms": "r", "transforms.r.type": "RegexRouter", "transforms.r.regex": "(", "transforms.r.replacement": "x"},
+     "key 'transforms.r.regex': not a valid regular expression"),
+    ({"transforms": "r", "transforms.r.type": "RegexRouter", "transforms.r.regex": "a", "transforms.r.replacement": "$"},
+     "key 'transforms.r.replacement': a '$' in the replacement must name a group"),
+    ({"transforms": "c", "transforms.c.type": "Cast$Value", "transforms.c.spec": "a:array"},
+     "cannot cast to 'array'"),
+    ({"transforms": "i", "transforms.i.type": "InsertField$Value"}, "no field to insert"),
+    ({"transforms": "t", "transforms.t.type": "TimestampConverter$Value", "transforms.t.target.type": "string"},
+     "target.type=string needs format"),
+    ({"transforms": "h", "transforms.h.type": "HeaderFrom$Value", "transforms.h.fields": "a,b",
+      "transforms.h.headers": "x", "transforms.h.operation": "copy"}, "must have the same number of items"),
+    ({"transforms": "d", "transforms.d.type": "DropHeaders$Value", "transforms.d.headers": "x"},
+     "DropHeaders has no $Value variant"),
+])
+def test_a_bad_chain_is_one_line_naming_what_is_wrong(keys, problem):
+    with pytest.raises(ValueError) as refused:
+        load_chain(keys)
+    assert problem in str(refused.value)
+    assert len(str(refused.value).splitlines()) == 1
+
+
+def test_a_connector_that_does_not_run_transforms_refuses_them_in_one_line(tmp_path):
+    (tmp_path / "bridges.yaml").write_text(textwrap.dedent("""\
+        bridges:
+          - name: archive
+            connector: S3BlockGzipSinkConnector
+            config: {topics: a, s3.bucket: b, transforms: f, transforms.f.type: Filter}
+        """))
+    with pytest.raises(BridgeConfigError, match="bridge 'archive': key 'transforms': this connector does not run"):
+        load_bridges(tmp_path / "bridges.yaml")
+
+
+def _converter(**keys) -> CloudPubSubSinkConverter:
+    base = {"topics": "orders", "cps.project": "p", "cps.topic": "out", "headers.publish": "true"}
+    return CloudPubSubSinkConverter(CloudPubSubSinkConfig.model_validate({**base, **keys}))
+
+
+def test_the_sink_runs_the_chain_between_the_converters_and_the_message():
+    chain = {"transforms": "addSource,dropTomb", "transforms.addSource.type": "InsertHeader",
+             "transforms.addSource.header": "source", "transforms.addSource.value.literal": "kafka",
+             "transforms.dropTomb.type": "Filter", "transforms.dropTomb.predicate": "isTomb",
+             "predicates": "isTomb", "predicates.isTomb.type": "RecordIsTombstone"}
+    converter = _converter(**chain)
+    message = converter.convert(KafkaRecord("orders", 0, 1, b"k", b"v", 1000, headers=[("trace", b"t")]))
+    assert (message.data, message.attributes) == (b"v", {"key": "k", "trace": "t", "source": "kafka"})
+    assert converter.convert(KafkaRecord("orders", 0, 2, b"k", None, 1000)) is None  # the tombstone is dropped
+
+
+def test_the_sink_reads_json_fields_a_transform_made_and_routes_by_the_new_topic():
+    converter = _converter(**{
+        "cps.topic": "kafka-${topic}", "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false", "messageFormat": "json",
+        "transforms": "route,mask,key", "transforms.route.type": "RegexRouter", "transforms.route.regex": "(.*)s",
+        "transforms.route.replacement": "$1", "transforms.mask.type": "MaskField$Value",
+        "transforms.mask.fields": "email", "transforms.key.type": "ValueToKey", "transforms.key.fields": "id"})
+    message = converter.convert(KafkaRecord("orders", 0, 1, None, b'{"id": 7, "email": "a@b.c"}', 1000))
+    assert message.topic == "order"
+    assert message.data == b'{"id":7,"email":""}'
+    assert message.attributes["key"] == "{id=7}"  # the key a transform made, as Java's toString writes a map
+
+
+def test_a_record_a_transform_cannot_handle_is_a_transformation_error():
+    converter = _converter(**{"transforms": "x", "transforms.x.type": "ExtractField$Value",
+                              "transforms.x.field": "id"})
+    # ByteArrayConverter's value has a BYTES schema, so the transform wants a struct (as Kafka's does).
+    with pytest.raises(TransformFailed, match="transform 'x' \\(ExtractField\\$Value\\): only structs") as failed:
+        converter.convert(KafkaRecord("orders", 0, 1, None, b"not a map", 1000))
+    assert failed.value.stage == "TRANSFORMATION"
