@@ -21,13 +21,17 @@ from bench.data import lite_connection, lite_topic, payload, pubsub_topic
 
 
 def batches(count: int, size: int, per_batch: int = 2000):
+    """Batches of Kafka rows as the Kafka reader gives them (range_reader's schema, with headers)."""
+    from connectors.kafka.range_reader import RECORD_SCHEMA_WITH_HEADERS
+
     value = payload(size)
     for start in range(0, count, per_batch):
         n = min(per_batch, count - start)
         yield pa.RecordBatch.from_pydict({
             "topic": ["t"] * n, "partition": [0] * n, "offset": list(range(start, start + n)),
             "key": [str(i % 1000).encode() for i in range(start, start + n)], "value": [value] * n,
-            "timestamp_ms": [int(time.time() * 1000)] * n, "timestampType": [0] * n, "headers": [[]] * n})
+            "timestamp_ms": [int(time.time() * 1000)] * n, "timestampType": [0] * n, "headers": [[]] * n},
+            schema=RECORD_SCHEMA_WITH_HEADERS)
 
 
 def cloud_sink_task(name: str, seed_defaults: bool):

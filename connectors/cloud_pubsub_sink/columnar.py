@@ -23,6 +23,7 @@ from connectors.cloud_pubsub_sink.convert import (
 from connectors.errors import RecordError
 from connectors.kafka.simple_converters import SimpleConverters, convert_each_record, string_error
 from connectors.kafka_connect.bytes_text import BASE64
+from connectors.transforms.columnar import ColumnarChain
 
 Outcome = Union[OutgoingMessage, None, RecordError]  # a message, a skipped record, or a bad record
 _SHORT_ENOUGH = 256  # characters: at most 1,024 UTF-8 bytes, under every attribute limit
@@ -33,8 +34,9 @@ class ColumnarConverter:
         self.config = config
         self.record_converter = CloudPubSubSinkConverter(config, topic_schemas)
         self.kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
-        # Transforms run on Connect records, record by record.
-        self.columnar = self.kinds.columnar and not config.transforms
+        # Transforms run on Connect records, record by record, unless they never look inside a key or value.
+        self.chain = ColumnarChain.of(config.transforms) if config.transforms and self.kinds.columnar else None
+        self.columnar = self.kinds.columnar and (not config.transforms or self.chain is not None)
         # The seed's defaults and the like: each message is the value as data and the key as its one attribute,
         # so a whole batch can be encoded at once (encoded()).
         self.encodes_batches = (self.columnar and config.message_format == "attributes"
@@ -47,6 +49,11 @@ class ColumnarConverter:
         key over the attribute limit, a message over Pub/Sub's, a record with nothing to publish)."""
         if not self.encodes_batches:
             return None
+        if self.chain is not None:
+            transformed = self.chain.apply(batch)
+            if transformed.dropped is not None:
+                return None
+            batch = transformed.batch
         keys, values = batch.column("key"), batch.column("value")
         try:
             keys.cast(pa.string())  # every key is UTF-8 text (else base64 with key.encoding, or a bad record)
@@ -67,12 +74,21 @@ class ColumnarConverter:
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
         """(row, outcome) for every row of a batch of Kafka rows (range_reader.RECORD_SCHEMA), in order."""
         if self.columnar and self.config.message_format == "attributes":
-            yield from self._convert_columns(batch)
+            if self.chain is None:
+                yield from self._convert_columns(batch)
+                return
+            transformed = self.chain.apply(batch)
+            original_topics = batch.column("topic").to_pylist() if transformed.topics_changed else None
+            yield from self._convert_columns(transformed.batch, transformed.dropped, original_topics)
         else:
             yield from convert_each_record(batch, self.record_converter.convert)
 
-    def _convert_columns(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
+    def _convert_columns(self, batch: pa.RecordBatch, dropped=None,
+                         original_topics: list[str] | None = None) -> Iterator[tuple[int, Outcome]]:
+        """`dropped`: rows a transform dropped (skipped); `original_topics`: the rows' topics before a router renamed
+        them (then a message names its new topic, for cps.topic's ${topic})."""
         cfg = self.config
+        new_topics = batch.column("topic").to_pylist() if original_topics is not None else None
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
         partitions = batch.column("partition").to_pylist()
@@ -104,6 +120,9 @@ class ColumnarConverter:
                 except UnicodeDecodeError:
                     yield row, string_error(value)
                     continue
+            if dropped is not None and dropped[row]:  # transforms run after the converters, as in Kafka Connect
+                yield row, None
+                continue
             if key is not None:
                 if len(key_text) > _SHORT_ENOUGH:
                     problem = _attribute_problem(KEY_ATTRIBUTE, key_text)
@@ -141,4 +160,7 @@ class ColumnarConverter:
                     continue
             elif order_by_partition:
                 ordering_key = str(partitions[row])
-            yield row, OutgoingMessage(data, attributes, ordering_key, headers_dropped)
+            topic = None
+            if new_topics is not None and new_topics[row] != original_topics[row]:
+                topic = new_topics[row]
+            yield row, OutgoingMessage(data, attributes, ordering_key, headers_dropped, topic)

@@ -91,9 +91,10 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
 
     @property
     def reads_kafka_headers(self) -> bool:
-        # Headers become attributes only with headers.publish; a dead letter carries its record's headers; transforms
-        # and predicates may read them.
-        return self.headers_publish or bool(self.errors_deadletterqueue_topic_name) or bool(self.transforms)
+        # Headers become attributes only with headers.publish; a dead letter carries its record's headers; a transform
+        # or predicate may read them (a header only added or dropped is seen by nothing else).
+        return (self.headers_publish or bool(self.errors_deadletterqueue_topic_name)
+                or bool(self.transforms and self.transforms.reads_headers))
 
     @property
     def delay_ms(self) -> int:

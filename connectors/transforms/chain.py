@@ -18,6 +18,13 @@ from connectors.transforms.sides import Side
 
 TRANSFORMS, PREDICATES = "transforms", "predicates"
 _STAGE_KEYS = ("type", "predicate", "negate")
+# Kafka's own classes, whose use of headers is known; a package's own transform may read them.
+_KAFKA_NAMES = frozenset(f"org.apache.kafka.connect.transforms.{name}" for name in (
+    "Cast", "DropHeaders", "ExtractField", "Filter", "Flatten", "HeaderFrom", "HoistField", "InsertField",
+    "InsertHeader", "MaskField", "RegexRouter", "ReplaceField", "SetSchemaMetadata", "TimestampConverter",
+    "TimestampRouter", "ValueToKey"))
+_KAFKA_PREDICATES_NOT_READING_HEADERS = frozenset(f"org.apache.kafka.connect.transforms.predicates.{name}"
+                                                  for name in ("RecordIsTombstone", "TopicNameMatches"))
 
 
 def is_chain_key(key: str) -> bool:
@@ -60,6 +67,17 @@ class TransformChain:
 
     def __bool__(self) -> bool:
         return bool(self.stages)
+
+    @property
+    def reads_headers(self) -> bool:
+        """Whether a stage's outcome depends on the headers a record came with."""
+        for stage in self.stages:
+            if stage.transform.java_class not in _KAFKA_NAMES:
+                return True
+            predicate = stage.predicate.predicate.java_class if stage.predicate else None
+            if predicate is not None and predicate not in _KAFKA_PREDICATES_NOT_READING_HEADERS:
+                return True
+        return False
 
     def running(self) -> RunningChain:
         return RunningChain(self)

@@ -44,8 +44,11 @@ class TopicNameMatches:
     def __init__(self, keys: TopicNameMatchesKeys):
         self.pattern = java_regex(keys.pattern)
 
+    def test_topic(self, topic: str | None) -> bool:
+        return topic is not None and self.pattern.fullmatch(topic) is not None
+
     def test(self, record: ConnectRecord) -> bool:
-        return record.topic is not None and self.pattern.fullmatch(record.topic) is not None
+        return self.test_topic(record.topic)
 
 
 CLASSES = (

@@ -37,9 +37,13 @@ class RegexRouter:
         self.regex = java_regex(keys.regex)
         self.expand = java_replacement(keys.replacement)
 
+    def rename(self, topic: str) -> str:
+        match = self.regex.fullmatch(topic)
+        return topic if match is None else self.expand(match)
+
     def apply(self, record: ConnectRecord) -> ConnectRecord:
-        match = self.regex.fullmatch(record.topic)
-        return record if match is None else record.replace(topic=self.expand(match))
+        topic = self.rename(record.topic)
+        return record if topic == record.topic else record.replace(topic=topic)
 
 
 class TimestampRouterKeys(TransformConfig):

@@ -1,0 +1,84 @@
+"""The column-wise chain (Filter, InsertHeader, DropHeaders, RegexRouter and the three predicates on a whole Arrow
+batch) gives the Cloud Pub/Sub sink's record-by-record chain's messages, row for row; a chain with any other
+transform takes the record path."""
+
+import pyarrow.compute as pc
+import pytest
+
+from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
+from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter
+from connectors.errors import RecordError
+from connectors.kafka.record import records_from_arrow
+from tests.unit.kafka_rows import awkward_kafka_rows
+
+T = "org.apache.kafka.connect.transforms."
+CHAINS = {
+    "tombstones out, a header in": {
+        "transforms": "tag,drop", "transforms.tag.type": T + "InsertHeader", "transforms.tag.header": "source",
+        "transforms.tag.value.literal": "kafka", "transforms.drop.type": T + "Filter",
+        "transforms.drop.predicate": "tomb", "predicates": "tomb",
+        "predicates.tomb.type": T + "predicates.RecordIsTombstone"},
+    "headers dropped unless one is there, the topic renamed": {
+        "transforms": "route,clean", "transforms.route.type": T + "RegexRouter", "transforms.route.regex": "t(.*)",
+        "transforms.route.replacement": "renamed$1", "transforms.clean.type": T + "DropHeaders",
+        "transforms.clean.headers": "bin,n,key", "transforms.clean.predicate": "has",
+        "transforms.clean.negate": "true", "predicates": "has", "predicates.has.type": T + "predicates.HasHeaderKey",
+        "predicates.has.name": "goog-bad"},
+    "records of one topic kept": {
+        "transforms": "only", "transforms.only.type": T + "Filter", "transforms.only.predicate": "other",
+        "transforms.only.negate": "true", "predicates": "other",
+        "predicates.other.type": T + "predicates.TopicNameMatches", "predicates.other.pattern": "t"},
+}
+
+
+def _outcome(outcome):
+    if isinstance(outcome, RecordError):
+        return ("error", str(outcome))
+    return None if outcome is None else (outcome.data, outcome.attributes, outcome.ordering_key,
+                                         outcome.headers_dropped, outcome.topic)
+
+
+@pytest.mark.parametrize("chain", list(CHAINS))
+@pytest.mark.parametrize("extra", [{}, {"metadata.publish": True, "headers.publish": True}])
+def test_the_columnar_chain_gives_the_record_chains_messages(chain, extra):
+    config = CloudPubSubSinkConfig.model_validate({
+        "topics": "t", "cps.project": "p", "cps.topic": "c-${topic}", **CHAINS[chain], **extra,
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter"})
+    columnar = ColumnarConverter(config)
+    assert columnar.chain is not None
+    batch = awkward_kafka_rows()
+    expected = []
+    for record in records_from_arrow(batch):
+        try:
+            expected.append(_outcome(CloudPubSubSinkConverter(config).convert(record)))
+        except RecordError as exc:
+            expected.append(_outcome(exc))
+    got = [_outcome(outcome) for _, outcome in columnar.convert(batch)]
+    assert got == expected
+    assert any(isinstance(o, tuple) and o[0] != "error" for o in got)
+
+
+def test_the_encoded_batch_path_runs_a_chain_that_drops_nothing():
+    config = CloudPubSubSinkConfig.model_validate({
+        "topics": "t", "cps.project": "p", "cps.topic": "c", **CHAINS["tombstones out, a header in"]})
+    columnar = ColumnarConverter(config)
+    batch = awkward_kafka_rows()
+    assert columnar.encoded(batch) is None  # its tombstones are dropped: the rows go one by one
+    plain = batch.filter(pc.and_(pc.equal(batch.column("key"), b"user-1"), pc.equal(batch.column("value"), b"hello")))
+    encoded = columnar.encoded(plain)
+    assert encoded is not None and plain.num_rows > 0
+
+
+def test_a_chain_that_reads_fields_takes_the_record_path():
+    config = CloudPubSubSinkConfig.model_validate({
+        "topics": "t", "cps.project": "p", "cps.topic": "c", "transforms": "k",
+        "transforms.k.type": T + "HoistField$Value", "transforms.k.field": "f"})
+    assert ColumnarConverter(config).chain is None and not ColumnarConverter(config).columnar
+
+
+@pytest.mark.parametrize("chain, reads", [(CHAINS["tombstones out, a header in"], False),
+                                          (CHAINS["headers dropped unless one is there, the topic renamed"], True)])
+def test_headers_are_read_when_a_predicate_looks_at_them(chain, reads):
+    config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c", **chain})
+    assert config.reads_kafka_headers is reads
