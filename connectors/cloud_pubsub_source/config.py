@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from connectors.config.common import (
-    ConnectorConfig, ConverterClass, ConverterKeys, ExactlyOnceKeys, GcpCredentialsKeys,
+    ConnectorConfig, ConverterClass, ConverterKeys, ExactlyOnceKeys, GcpCredentialsKeys, TransformKeys,
 )
 from connectors.kafka_connect.converter_classes import BYTE_ARRAY_CONVERTER, STRING_CONVERTER
 
@@ -15,7 +15,7 @@ DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
 ORDERING_KEY = "orderingKey"  # kafka.key.attribute value that means "use the ordering key"
 
 
-class CloudPubSubSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys, ExactlyOnceKeys):
+class CloudPubSubSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys, ExactlyOnceKeys, TransformKeys):
     cps_subscription: str = Field(alias="cps.subscription", min_length=1, description="the subscription pulled")
     cps_project: str = Field(alias="cps.project", min_length=1, description="the subscription's project")
     cps_endpoint: str = Field(DEFAULT_ENDPOINT, alias="cps.endpoint", description="host:port of Cloud Pub/Sub")

@@ -17,6 +17,8 @@ from connectors.errors import RecordRefused
 from connectors.kafka_connect.converters import ByteArrayConverter, StringConverter
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
+from connectors.transforms.chain import TransformFailed
+from connectors.transforms.record import ConnectRecord, Header, header_bytes
 
 MESSAGE_FIELD = "message"
 ORDERING_KEY_FIELD = "orderingKey"
@@ -39,6 +41,7 @@ class OutgoingRecord:
     timestamp_ms: int
     partition: int | None  # None: the producer's partitioner decides
     headers: list[tuple[str, bytes]] = field(default_factory=list)
+    topic: str | None = None  # the topic transforms gave the record (None: kafka.topic)
 
 
 class MessageError(RecordRefused, ValueError):
@@ -53,6 +56,7 @@ class CloudPubSubSourceConverter:
         self.key_converter = config.key_converter_instance()
         self.value_converter = config.value_converter_instance()
         self.partitioner = Partitioner(config.kafka_partition_scheme, config.kafka_partition_count, partitioner_start)
+        self.transforms = config.transforms.running() if config.transforms else None
 
     def key_text(self, message: PubSubMessageIn) -> str | None:
         attribute = self.config.kafka_key_attribute
@@ -97,17 +101,34 @@ class CloudPubSubSourceConverter:
         schema = Schema("STRUCT", fields=tuple(fields))
         return schema, Struct(schema, values), []
 
-    def convert(self, message: PubSubMessageIn) -> OutgoingRecord:
+    def convert(self, message: PubSubMessageIn) -> OutgoingRecord | None:
+        """The Kafka record of a message, or None when a transform dropped it."""
+        cfg = self.config
         key = self.key_text(message)
         schema = None
         try:
             schema, value, headers = self.value(message)
-            key_bytes = self.key_converter.from_connect(OPTIONAL_STRING, key, self.config.kafka_topic)
-            value_bytes = self.value_converter.from_connect(schema, value, self.config.kafka_topic)
+            key_schema, topic, timestamp = OPTIONAL_STRING, cfg.kafka_topic, self.timestamp_ms(message)
+            partition = self.partitioner.partition(key, message.data, message.ordering_key)
+            if self.transforms is not None:
+                # Where a Kafka Connect worker runs them: on the record the connector made, before the converters.
+                transformed = self.transforms.apply(ConnectRecord(
+                    topic, partition, key_schema, key, schema, value, timestamp,
+                    tuple(Header(k, _STRING, v.decode("utf-8")) for k, v in headers)))
+                if transformed is None:
+                    return None
+                topic, partition, timestamp = transformed.topic, transformed.partition, transformed.timestamp
+                key_schema, key, schema, value = (transformed.key_schema, transformed.key, transformed.value_schema,
+                                                  transformed.value)
+                headers = [(h.key, header_bytes(h)) for h in transformed.headers]
+            key_bytes = self.key_converter.from_connect(key_schema, key, topic)
+            value_bytes = self.value_converter.from_connect(schema, value, topic)
+        except TransformFailed as exc:
+            raise MessageError(str(exc)) from exc
         except ConversionError as exc:
             hint = ""
             if schema is not None and schema.type == "STRUCT" and isinstance(self.value_converter, (StringConverter, ByteArrayConverter)):
                 hint = " (messages with attributes become structs: use JsonConverter, or kafka.record.headers=true)"
             raise MessageError(f"{exc}{hint}") from exc
-        partition = self.partitioner.partition(key, message.data, message.ordering_key)
-        return OutgoingRecord(key_bytes, value_bytes, self.timestamp_ms(message), partition, headers)
+        return OutgoingRecord(key_bytes, value_bytes, timestamp, partition, headers,
+                              topic if topic != cfg.kafka_topic else None)

@@ -353,6 +353,9 @@ class _Delivery:
                 log.warning("dropping message %s: %s (errors.tolerance=all)", message_id, exc)
                 self._drop(handle)
                 continue
+            if record is None:  # a transform dropped it: acked, not written
+                self._settled.append(handle)
+                continue
             kwargs = {} if record.partition is None else {"partition": record.partition}
             size = len(record.value or b"") + len(record.key or b"")
             token, self._next_token = self._next_token, self._next_token + 1
@@ -360,7 +363,7 @@ class _Delivery:
             while True:
                 try:
                     self.producer.produce(
-                        cfg.kafka_topic, key=record.key, value=record.value, headers=record.headers or None,
+                        record.topic or cfg.kafka_topic, key=record.key, value=record.value, headers=record.headers or None,
                         timestamp=record.timestamp_ms, on_delivery=self._on_delivery(token, size, message_id),
                         **kwargs)
                     break

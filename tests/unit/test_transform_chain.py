@@ -4,6 +4,7 @@ where a Connect worker does (after the converters, before the record becomes a m
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -139,3 +140,52 @@ def test_a_record_a_transform_cannot_handle_is_a_transformation_error():
     with pytest.raises(TransformFailed, match="transform 'x' \\(ExtractField\\$Value\\): only structs") as failed:
         converter.convert(KafkaRecord("orders", 0, 1, None, b"not a map", 1000))
     assert failed.value.stage == "TRANSFORMATION"
+
+
+def _source(**keys):
+    from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
+    from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
+
+    return CloudPubSubSourceConverter(CloudPubSubSourceConfig.model_validate(
+        {"cps.project": "p", "cps.subscription": "s", "kafka.topic": "orders",
+         "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+         "key.converter": "org.apache.kafka.connect.storage.StringConverter", **keys}))
+
+
+def test_a_source_runs_the_chain_on_the_record_it_made_before_the_converters():
+    from connectors.cloud_pubsub_source.convert import PubSubMessageIn
+
+    converter = _source(**{
+        "kafka.record.headers": "true",
+        "transforms": "wrap,stamp,route,skip", "transforms.wrap.type": "HoistField$Value",
+        "transforms.wrap.field": "data", "transforms.stamp.type": "InsertField$Value",
+        "transforms.stamp.topic.field": "from", "transforms.route.type": "RegexRouter",
+        "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-v2",
+        "transforms.skip.type": "Filter", "transforms.skip.predicate": "test", "predicates": "test",
+        "predicates.test.type": "HasHeaderKey", "predicates.test.name": "test"})
+    record = converter.convert(PubSubMessageIn(b"hi", {"region": "eu"}, "", 1000))
+    # The message's data is BYTES: JsonConverter writes it as base64, inside the struct HoistField made.
+    assert json.loads(record.value) == {"data": "aGk=", "from": "orders"}
+    assert record.topic == "orders-v2" and record.headers == [("region", b"eu")]
+    assert converter.convert(PubSubMessageIn(b"x", {"test": "1"}, "", 1000)) is None
+
+
+def test_a_source_record_a_transform_cannot_handle_is_a_message_error():
+    from connectors.cloud_pubsub_source.convert import MessageError, PubSubMessageIn
+
+    converter = _source(**{"transforms": "x", "transforms.x.type": "ExtractField$Value", "transforms.x.field": "f"})
+    with pytest.raises(MessageError, match="transform 'x' \\(ExtractField\\$Value\\)"):
+        converter.convert(PubSubMessageIn(b"hi", {}, "", 1000))
+
+
+def test_a_message_a_transform_drops_is_acked_and_not_written():
+    from connectors.cloud_pubsub_source import write
+    from tests.unit.test_cloud_pubsub_source_delivery import HeldProducer, Subscriber, received
+
+    converter = _source(**{"transforms": "f", "transforms.f.type": "Filter"})
+    producer, subscriber = HeldProducer(), Subscriber()
+    delivery = write._Delivery(converter.config, producer)
+    with write.PulledDelivery(subscriber, "sub", delivery) as pulls:
+        pulls.deliver(converter, received(b"a", b"b"))
+    assert sorted(subscriber.acked) == ["ack-a", "ack-b"] and producer.waiting == []
+    assert delivery.totals == {"pulled": 2, "acked": 2, "dropped": 0} and not delivery.written
