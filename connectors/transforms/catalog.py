@@ -25,6 +25,10 @@ def installed() -> tuple[TransformClass | PredicateClass, ...]:
         if not isinstance(value, (TransformClass, PredicateClass)):
             raise TypeError(f"entry point {entry.name} in {ENTRY_POINT_GROUP} is not a TransformClass or "
                             f"PredicateClass")
+        taken = {name for kafka in KAFKA_CLASSES for name in (kafka.java_class, kafka.short_name)}
+        if value.java_class in taken or value.short_name in taken:
+            raise TypeError(f"entry point {entry.name} in {ENTRY_POINT_GROUP}: {value.java_class} takes the name of "
+                            "one of Kafka's transforms or predicates; give it another")
         plugins.append(value)
     return (*KAFKA_CLASSES, *plugins)
 
