@@ -1,9 +1,11 @@
-"""Kafka Connect's transforms through the Cloud Pub/Sub sink on the local stack: the issue's connector file as it
-is, a chain of several of Kafka's transforms on JSON records with headers and routing, and a record a transform
-cannot handle, dead-lettered at the TRANSFORMATION stage."""
+"""Kafka Connect's transforms on the local stack: the issue's connector file as it is through the Cloud Pub/Sub sink;
+a chain of six of Kafka's transforms there on JSON records with headers and routing, with a record a transform
+cannot handle dead-lettered at the TRANSFORMATION stage; and a chain of four in the Cloud Pub/Sub source that
+filters, reshapes and routes what it writes to Kafka."""
 
 from __future__ import annotations
 
+import base64
 import json
 import textwrap
 
@@ -85,3 +87,35 @@ def test_a_chain_of_transforms_rewrites_keys_values_headers_and_the_topic_and_de
     assert dead.value() == b'"not an order"'
     assert headers["__connect.errors.stage"] == b"TRANSFORMATION"
     assert b"transform 'key' (ValueToKey)" in headers["__connect.errors.exception.message"]
+
+
+def test_a_source_chain_routes_filters_and_reshapes_the_records_it_writes(stack, spark, tmp_path, unique):
+    from tests.e2e.helpers import cloud_source_bridges_file, publish_pubsub_messages
+    from tests.e2e.test_cloud_pubsub_source_e2e import _consume_all
+
+    topic, name = f"tf-src-{unique}", f"tf_src_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    kafka_admin().create_topic(f"{topic}-eu", partitions=1)
+    subscription = create_pubsub_topic(topic)
+    publish_pubsub_messages(topic, [(f"m{i}".encode(), {"region": "eu", **({"test": "1"} if i % 5 == 0 else {})})
+                                    for i in range(20)])
+    defs = build_definitions(cloud_source_bridges_file(tmp_path, name, subscription, topic, {
+        "kafka.record.headers": True, "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": False,
+        "transforms": "skipTests,wrap,stamp,route",
+        "transforms.skipTests.type": "Filter", "transforms.skipTests.predicate": "isTest",
+        "transforms.wrap.type": "HoistField$Value", "transforms.wrap.field": "payload",
+        "transforms.stamp.type": "InsertField$Value", "transforms.stamp.static.field": "origin",
+        "transforms.stamp.static.value": "pubsub",
+        "transforms.route.type": "RegexRouter", "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-eu",
+        "predicates": "isTest", "predicates.isTest.type": "HasHeaderKey", "predicates.isTest.name": "test"}))
+
+    metadata = materialize_bridge(defs, name)
+    records = _consume_all(f"{topic}-eu", 16)
+    # The messages' data are BYTES: JsonConverter writes them as base64 inside the struct HoistField made.
+    assert sorted(json.loads(r.value())["payload"] for r in records) == sorted(
+        base64.b64encode(f"m{i}".encode()).decode() for i in range(20) if i % 5)
+    assert all(json.loads(r.value())["origin"] == "pubsub" and r.headers() == [("region", b"eu")] for r in records)
+    assert _consume_all(topic, 0, timeout_s=3) == []  # routed away from kafka.topic
+    assert metadata["messages_acked"].value == 20 and metadata["records_written"].value == 16
+    assert drain(subscription) == []  # the filtered messages were acked too
