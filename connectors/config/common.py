@@ -39,7 +39,7 @@ class ConnectorConfig(BaseModel):
             return keys
         if TRANSFORMS not in cls.model_fields:
             raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms yet (the Cloud "
-                             "Pub/Sub sink and source do)")
+                             "Pub/Sub sink and source and the Pub/Sub Lite sink do)")
         others = {k: v for k, v in keys.items() if k not in chain_keys}
         chain = load_chain(chain_keys)
         return {**others, TRANSFORMS: chain} if chain else others

@@ -16,12 +16,14 @@ import pyarrow as pa
 from connectors.errors import RecordError
 from connectors.kafka.simple_converters import SimpleConverters, convert_each_record, string_error
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+from connectors.transforms.columnar import ColumnarChain
 from connectors.pubsublite_sink.convert import (
     KAFKA_EVENT_TIME_TYPE_ATTRIBUTE, KAFKA_OFFSET_ATTRIBUTE, KAFKA_PARTITION_ATTRIBUTE, KAFKA_TOPIC_ATTRIBUTE,
     MAX_MESSAGE_BYTES, TIMESTAMP_TYPES, PubSubLiteSinkConverter, PubSubMessagePb,
 )
 
-Outcome = Union[tuple, RecordError]  # (a raw PubSubMessage, its size in bytes), or a bad record
+# (a raw PubSubMessage, its size in bytes), None for a record a transform dropped, or a bad record
+Outcome = Union[tuple, None, RecordError]
 _TIMESTAMP_TYPE_BYTES = {number: name.encode() for number, name in TIMESTAMP_TYPES.items()}
 
 
@@ -29,19 +31,26 @@ class LiteColumnarConverter:
     def __init__(self, config: PubSubLiteSinkConfig):
         self.record_converter = PubSubLiteSinkConverter(config)
         self.kinds = SimpleConverters.of(self.record_converter.key_converter, self.record_converter.value_converter)
+        # Transforms run on Connect records, record by record, unless they never look inside a key or value.
+        self.chain = ColumnarChain.of(config.transforms) if config.transforms and self.kinds.columnar else None
+        self.columnar = self.kinds.columnar and (not config.transforms or self.chain is not None)
 
     def convert(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
-        """(row, (message, size) or error) for every row of a batch of Kafka rows (range_reader.RECORD_SCHEMA), in order."""
-        if self.kinds.columnar:
+        """(row, outcome) for every row of a batch of Kafka rows (range_reader.RECORD_SCHEMA), in order."""
+        if not self.columnar:
+            yield from convert_each_record(batch, self._message_and_size)
+        elif self.chain is None:
             yield from self._convert_columns(batch)
         else:
-            yield from convert_each_record(batch, self._message_and_size)
+            transformed = self.chain.apply(batch)
+            yield from self._convert_columns(transformed.batch, transformed.dropped)
 
-    def _message_and_size(self, record) -> tuple:
+    def _message_and_size(self, record) -> tuple | None:
         message = self.record_converter.convert(record)
-        return message, message.ByteSize()
+        return None if message is None else (message, message.ByteSize())
 
-    def _convert_columns(self, batch: pa.RecordBatch) -> Iterator[tuple[int, Outcome]]:
+    def _convert_columns(self, batch: pa.RecordBatch, dropped=None) -> Iterator[tuple[int, Outcome]]:
+        """`dropped`: rows a transform dropped (None for each)."""
         columns = batch.to_pydict()
         keys, values, headers = columns["key"], columns["value"], columns["headers"]
         topics, partitions, offsets = columns["topic"], columns["partition"], columns["offset"]
@@ -55,6 +64,9 @@ class LiteColumnarConverter:
                 continue
             if value_is_string and not _is_utf8(value):
                 yield row, string_error(value)
+                continue
+            if dropped is not None and dropped[row]:  # transforms run after the converters, as in Kafka Connect
+                yield row, None
                 continue
             message = PubSubMessagePb(key=key, data=value)
             attributes = message.attributes

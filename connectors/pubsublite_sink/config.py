@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from connectors.config.common import (
-    ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys,
+    ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys, TransformKeys,
 )
-from connectors.config.routing import TargetTemplate, route
+from connectors.config.routing import TargetTemplate, is_routed, route
 from connectors.pubsublite.clients import parse_location, topic_path
 
 
@@ -22,7 +22,8 @@ def check_location(value: str) -> str:
     return value
 
 
-class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys):
+class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys,
+                           TransformKeys):
     pubsublite_project: str = Field(alias="pubsublite.project", min_length=1, description="the Lite topic's project")
     pubsublite_location: str = Field(alias="pubsublite.location", min_length=1,
                                      description="its location: a zone such as us-central1-a, or a region")
@@ -38,6 +39,14 @@ class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Erro
                     "with more partitions than the Lite topic fails the run before anything moves)")
 
     _location = field_validator("pubsublite_location")(check_location)
+
+    @model_validator(mode="after")
+    def _routed_by_the_source_topic(self):
+        # The driver looks up each target Lite topic's partitions before a batch, by the source topics' names.
+        if is_routed(self.pubsublite_topic) and self.transforms and self.transforms.renames_topics:
+            raise ValueError("a topic-renaming transform (RegexRouter, TimestampRouter) with ${topic} in "
+                             "pubsublite.topic is not supported yet: the Lite topic is routed by the Kafka topic")
+        return self
 
     def topic_path(self, kafka_topic: str = ""):
         """The Lite topic a record of `kafka_topic` goes to (the template itself when it is not routed)."""

@@ -24,6 +24,7 @@ from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_double_to_string
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+from connectors.transforms.record import ConnectRecord, Header, header_bytes
 
 KAFKA_TOPIC_ATTRIBUTE = "x-goog-pubsublite-source-kafka-topic"
 KAFKA_PARTITION_ATTRIBUTE = "x-goog-pubsublite-source-kafka-partition"
@@ -138,25 +139,39 @@ class PubSubLiteSinkConverter:
     def __init__(self, config: PubSubLiteSinkConfig):
         self.key_converter = config.key_converter_instance()
         self.value_converter = config.value_converter_instance()
+        self.transforms = config.transforms.running() if config.transforms else None
 
     def convert(self, record: KafkaRecord):
-        """A raw google.cloud.pubsublite.v1.PubSubMessage for the record."""
+        """A raw google.cloud.pubsublite.v1.PubSubMessage for the record, or None when a transform dropped it."""
         try:
             key_schema, key = self.key_converter.to_connect(record.key)
             value_schema, value = self.value_converter.to_connect(record.value)
         except ConversionError as exc:
             raise RecordError(str(exc)) from exc
+        topic, headers = record.topic, record.headers
+        timestamp = record.timestamp_ms if record.timestamp_type in TIMESTAMP_TYPES else None
+        if self.transforms is not None:
+            # Where a Kafka Connect worker runs them: after the converters, before the connector maps the record.
+            transformed = self.transforms.apply(ConnectRecord(
+                topic, record.partition, key_schema, key, value_schema, value, timestamp,
+                tuple(Header(k, None, v) for k, v in headers), record.offset))
+            if transformed is None:
+                return None
+            topic, timestamp = transformed.topic, transformed.timestamp
+            key_schema, key, value_schema, value = (transformed.key_schema, transformed.key,
+                                                    transformed.value_schema, transformed.value)
+            headers = [(h.key, header_bytes(h)) for h in transformed.headers]
         message = PubSubMessagePb(key=encode_to_bytes(key_schema, key), data=encode_to_bytes(value_schema, value))
-        for header_key, header_value in record.headers:
+        for header_key, header_value in headers:
             # Header values arrive as bytes (no header converter runs), so they pass unchanged.
             message.attributes[header_key].values.append(header_value or b"")
-        message.attributes[KAFKA_TOPIC_ATTRIBUTE].values.append(record.topic.encode())
+        message.attributes[KAFKA_TOPIC_ATTRIBUTE].values.append(topic.encode())
         message.attributes[KAFKA_PARTITION_ATTRIBUTE].values.append(str(record.partition).encode())
         message.attributes[KAFKA_OFFSET_ATTRIBUTE].values.append(str(record.offset).encode())
-        if record.timestamp_ms is not None and record.timestamp_type in TIMESTAMP_TYPES:
+        if timestamp is not None:
             message.attributes[KAFKA_EVENT_TIME_TYPE_ATTRIBUTE].values.append(
                 TIMESTAMP_TYPES[record.timestamp_type].encode())
-            message.event_time.FromMilliseconds(record.timestamp_ms)
+            message.event_time.FromMilliseconds(timestamp)
         size = message.ByteSize()
         if size > MAX_MESSAGE_BYTES:
             raise RecordError(f"message is {size} bytes; Pub/Sub Lite allows {MAX_MESSAGE_BYTES}")

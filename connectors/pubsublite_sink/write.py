@@ -142,8 +142,11 @@ class LiteWriter(SinkWriter):
         kafka_partitions = records.column("partition").to_pylist()
         kafka_topics = records.column("topic").to_pylist()
         for row, outcome in self._converter.convert(records):
+            if outcome is None:  # a transform dropped it
+                tallied.counts(row).skipped += 1
+                continue
             if isinstance(outcome, RecordError):
-                self.tally.reject(tallied.record(row), "VALUE_CONVERTER", outcome)
+                self.tally.reject(tallied.record(row), outcome.stage, outcome)
                 continue
             message, size = outcome
             publisher, route = self._publisher_for(kafka_topics[row])

@@ -69,6 +69,12 @@ class TransformChain:
         return bool(self.stages)
 
     @property
+    def renames_topics(self) -> bool:
+        """Whether a stage may give a record another topic (Kafka's routers, or a package's transform)."""
+        return any(stage.transform.java_class not in _KAFKA_NAMES
+                   or stage.transform.short_name in ("RegexRouter", "TimestampRouter") for stage in self.stages)
+
+    @property
     def reads_headers(self) -> bool:
         """Whether a stage's outcome depends on the headers a record came with."""
         for stage in self.stages:

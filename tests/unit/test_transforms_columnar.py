@@ -82,3 +82,47 @@ def test_a_chain_that_reads_fields_takes_the_record_path():
 def test_headers_are_read_when_a_predicate_looks_at_them(chain, reads):
     config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "p", "cps.topic": "c", **chain})
     assert config.reads_kafka_headers is reads
+
+
+def _lite_config(**keys):
+    from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+
+    return PubSubLiteSinkConfig.model_validate({"topics": "t", "pubsublite.project": "p",
+                                                "pubsublite.location": "us-central1-a", "pubsublite.topic": "lt",
+                                                **keys})
+
+
+@pytest.mark.parametrize("chain", list(CHAINS))
+def test_the_lite_sinks_columnar_chain_gives_its_record_chains_messages(chain):
+    from connectors.pubsublite_sink.columnar import LiteColumnarConverter
+    from connectors.pubsublite_sink.convert import PubSubLiteSinkConverter
+
+    config = _lite_config(**CHAINS[chain], **{"key.converter": "org.apache.kafka.connect.storage.StringConverter"})
+    columnar = LiteColumnarConverter(config)
+    assert columnar.chain is not None
+    batch = awkward_kafka_rows()
+
+    def shown(outcome):
+        if isinstance(outcome, RecordError):
+            return ("error", str(outcome))
+        return None if outcome is None else outcome.SerializeToString(deterministic=True)
+
+    expected = []
+    for record in records_from_arrow(batch):
+        try:
+            expected.append(shown(PubSubLiteSinkConverter(config).convert(record)))
+        except RecordError as exc:
+            expected.append(shown(exc))
+    got = [shown(outcome if outcome is None or isinstance(outcome, RecordError) else outcome[0])
+           for _, outcome in columnar.convert(batch)]
+    assert got == expected
+    assert any(isinstance(o, bytes) for o in got)
+
+
+def test_the_lite_sink_refuses_a_router_where_its_topic_follows_the_kafka_topic():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="a topic-renaming transform .* with \\$\\{topic\\} in pubsublite.topic"):
+        _lite_config(**{"pubsublite.topic": "lite-${topic}"},
+                     **CHAINS["headers dropped unless one is there, the topic renamed"])
+    assert _lite_config(**CHAINS["headers dropped unless one is there, the topic renamed"]).transforms
