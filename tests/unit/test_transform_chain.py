@@ -189,3 +189,26 @@ def test_a_message_a_transform_drops_is_acked_and_not_written():
         pulls.deliver(converter, received(b"a", b"b"))
     assert sorted(subscriber.acked) == ["ack-a", "ack-b"] and producer.waiting == []
     assert delivery.totals == {"pulled": 2, "acked": 2, "dropped": 0} and not delivery.written
+
+
+def test_bridgectl_adds_the_issues_file_as_it_is_and_writes_nothing_for_a_broken_chain(tmp_path):
+    from click.testing import CliRunner
+
+    from bridgectl.bridges_cli import bridges
+
+    path = tmp_path / "bridges.yaml"
+    path.write_text("bridges: []\n")
+    (tmp_path / "sink.properties").write_text(SINK)
+    (tmp_path / "broken.properties").write_text(SINK.replace("name=orders_sink", "name=broken")
+                                                .replace("transforms.addSource.header=source\n", ""))
+    common = ["--file", str(path), "--url", "http://127.0.0.1:9"]  # no deployment there: the file only
+    added = CliRunner().invoke(bridges, ["add", "orders_sink", "--properties", str(tmp_path / "sink.properties"),
+                                         *common])
+    assert added.exit_code == 0, added.output
+    assert [b.name for b in load_bridges(path)] == ["orders_sink"]
+
+    before = path.read_text()
+    refused = CliRunner().invoke(bridges, ["add", "--properties", str(tmp_path / "broken.properties"), *common])
+    assert isinstance(refused.exception, BridgeConfigError)
+    assert "key 'transforms.addSource.header': required, not set" in str(refused.exception)
+    assert path.read_text() == before
