@@ -38,8 +38,8 @@ class ConnectorConfig(BaseModel):
         if not chain_keys:
             return keys
         if TRANSFORMS not in cls.model_fields:
-            raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms yet (the Cloud "
-                             "Pub/Sub sink and source and the Pub/Sub Lite sink do)")
+            raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms yet (the Pub/Sub "
+                             "and Pub/Sub Lite sinks and sources do)")
         others = {k: v for k, v in keys.items() if k not in chain_keys}
         chain = load_chain(chain_keys)
         return {**others, TRANSFORMS: chain} if chain else others

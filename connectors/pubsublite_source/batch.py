@@ -39,6 +39,7 @@ class LiteSourceBatchResult:
     duration_s: float = 0.0
     messages: int = 0  # read from Lite
     dropped: int = 0  # refused by Kafka for good and skipped (errors.tolerance=all)
+    filtered: int = 0  # dropped by a transform: read, not written
     bytes: int = 0
     lost_to_retention: dict[int, int] = field(default_factory=dict)
     # exactly once: partitions read from further on than planned (a killed run's transaction had committed), and
@@ -148,6 +149,7 @@ def run_lite_source_batch(
             result.next_cursors[partition] = row["next_cursor"]
             result.messages += row["messages"]
             result.dropped += row["dropped"]
+            result.filtered += row["filtered"]
             result.bytes += row["bytes"]
             if row["lost"]:
                 result.lost_to_retention[partition] = row["lost"]

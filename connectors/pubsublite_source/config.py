@@ -6,14 +6,16 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from connectors.config.common import ConnectorConfig, ConverterKeys, ExactlyOnceKeys, GcpCredentialsKeys
+from connectors.config.common import (
+    ConnectorConfig, ConverterKeys, ExactlyOnceKeys, GcpCredentialsKeys, TransformKeys,
+)
 from connectors.pubsublite.clients import subscription_path
 from connectors.pubsublite_sink.config import check_location
 
 JAVA_LONG_MAX = 2**63 - 1
 
 
-class PubSubLiteSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys, ExactlyOnceKeys):
+class PubSubLiteSourceConfig(ConnectorConfig, ConverterKeys, GcpCredentialsKeys, ExactlyOnceKeys, TransformKeys):
     pubsublite_project: str = Field(alias="pubsublite.project", min_length=1,
                                     description="the Lite subscription's project")
     pubsublite_location: str = Field(alias="pubsublite.location", min_length=1,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from connectors.kafka_connect.data import BYTES, OPTIONAL_BYTES
+from connectors.transforms.record import ConnectRecord, Header, header_bytes
 
 
 @dataclass
@@ -20,6 +21,7 @@ class LiteRecord:
     timestamp_ms: int
     partition: int | None  # None: the producer's partitioner decides (keyed records)
     headers: list[tuple[str, bytes]] = field(default_factory=list)
+    topic: str | None = None  # the topic transforms gave the record (None: kafka.topic)
 
 
 class PubSubLiteSourceConverter:
@@ -29,20 +31,36 @@ class PubSubLiteSourceConverter:
         self.kafka_topic = config.kafka_topic
         self.kafka_partition_count = kafka_partition_count
         self._next = round_robin_start
+        self.transforms = config.transforms.running() if config.transforms else None
 
-    def convert(self, sequenced) -> LiteRecord:
-        """`sequenced` is a raw google.cloud.pubsublite.v1.SequencedMessage."""
+    def convert(self, sequenced) -> LiteRecord | None:
+        """`sequenced` is a raw google.cloud.pubsublite.v1.SequencedMessage; None when a transform dropped it (a
+        transform that fails raises TransformFailed)."""
         message = sequenced.message
         key = bytes(message.key) or None
         partition = None
         if key is None:
             partition = self._next % self.kafka_partition_count
             self._next += 1
+        # As the reference: the key is optional BYTES, the value required BYTES (a JsonConverter envelope shows it).
+        key_schema, value_schema, value = OPTIONAL_BYTES, BYTES, bytes(message.data)
+        topic, timestamp, headers = self.kafka_topic, record_timestamp_ms(sequenced), attribute_headers(message)
+        if self.transforms is not None:
+            # Where a Kafka Connect worker runs them: on the record the connector made, before the converters.
+            transformed = self.transforms.apply(ConnectRecord(
+                topic, partition, key_schema, key, value_schema, value, timestamp,
+                tuple(Header(k, OPTIONAL_BYTES, v) for k, v in headers)))
+            if transformed is None:
+                return None
+            topic, partition, timestamp = transformed.topic, transformed.partition, transformed.timestamp
+            key_schema, key, value_schema, value = (transformed.key_schema, transformed.key, transformed.value_schema,
+                                                    transformed.value)
+            headers = [(h.key, header_bytes(h)) for h in transformed.headers]
         return LiteRecord(
-            key=self.key_converter.from_connect(OPTIONAL_BYTES, key, self.kafka_topic),
-            # As the reference: the key is optional BYTES, the value required BYTES (a JsonConverter envelope shows it).
-            value=self.value_converter.from_connect(BYTES, bytes(message.data), self.kafka_topic),
-            timestamp_ms=record_timestamp_ms(sequenced), partition=partition, headers=attribute_headers(message),
+            key=self.key_converter.from_connect(key_schema, key, topic),
+            value=self.value_converter.from_connect(value_schema, value, topic),
+            timestamp_ms=timestamp, partition=partition, headers=headers,
+            topic=topic if topic != self.kafka_topic else None,
         )
 
 

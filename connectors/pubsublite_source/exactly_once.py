@@ -88,7 +88,7 @@ async def _move_range(task: LiteSourceTask, client, lite_partition: int, start: 
         _commit(writer, positions, lite_partition, key, stats.get("next_cursor", start), what)
     return {"lite_partition": lite_partition, "started_at": start, "next_cursor": stats.get("next_cursor", start),
             "messages": messages, "written": messages, "bytes": written_bytes, "lost": stats.get("lost", 0),
-            "dropped": writer.dropped}
+            "dropped": writer.dropped, "filtered": writer.filtered}
 
 
 def _commit(writer: KafkaWriter, positions, lite_partition: int, key: str, next_cursor: int, what: str) -> None:

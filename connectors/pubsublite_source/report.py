@@ -12,11 +12,12 @@ def cursors_to_json(cursors: dict[int, int]) -> dict[str, int]:
 
 def lite_source_report(result) -> BatchReport:
     """What a batch (or a stream's progress read) moved, as the bridge's metadata."""
-    written = result.messages - result.dropped
+    written = result.messages - result.dropped - result.filtered
     values = {
         "messages_read": result.messages,
         "messages_written": written,
         "messages_dropped": result.dropped,
+        "messages_filtered": result.filtered,
         "bytes_written": result.bytes,
         "duration_seconds": round(result.duration_s, 3),
         "records_per_second": round(result.records_per_second, 1),
@@ -33,4 +34,4 @@ def lite_source_report(result) -> BatchReport:
                     "the task's log names them",)
     line = f"{written} messages moved to Kafka in {result.duration_s:.1f}s; {result.backlog_after} left for the next batch"
     return BatchReport(written, {**result.start_cursors, **result.next_cursors}, values,
-                       ("messages_read", "messages_written", "messages_dropped", "bytes_written"), line, warnings, result.duration_s)
+                       ("messages_read", "messages_written", "messages_dropped", "messages_filtered", "bytes_written"), line, warnings, result.duration_s)

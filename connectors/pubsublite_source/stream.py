@@ -103,7 +103,7 @@ class LiteSourceStream(LeasedJob):
         for seen, counts in new_reports(self._kafka, self._bridge.consumer_group, self._slots, self._where,
                                         self.stream_id, self._seen):
             self._progress_made()
-            for name in ("messages", "dropped", "bytes"):
+            for name in ("messages", "dropped", "filtered", "bytes"):
                 setattr(result, name, getattr(result, name) + counts.get(name, 0) - seen.get(name, 0))
             for lite_partition, lost in counts.get("lost", {}).items():
                 moved = lost - seen.get("lost", {}).get(lite_partition, 0)

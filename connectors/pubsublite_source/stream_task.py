@@ -46,6 +46,7 @@ class _LiteStream:
         self.writer = KafkaWriter(settings.task, Producer(source_producer_config(settings.task.kafka_client_config,
                                                                           settings.task.outage_timeout_s)))
         self.dropped_before = int(self.counts.get("dropped", 0))
+        self.filtered_before = int(self.counts.get("filtered", 0))
 
     def run(self) -> None:
         settings = self.settings
@@ -58,7 +59,8 @@ class _LiteStream:
             self.poster.close()
 
     def _report(self) -> dict:
-        return {**self.counts, "dropped": self.dropped_before + self.writer.dropped}
+        return {**self.counts, "dropped": self.dropped_before + self.writer.dropped,
+                "filtered": self.filtered_before + self.writer.filtered}
 
     async def _stream(self, lease: LeaseWatcher) -> None:
         task, settings = self.settings.task, self.settings

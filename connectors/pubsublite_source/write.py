@@ -26,6 +26,7 @@ from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
 from connectors.pubsublite_source.read import read_partition
+from connectors.transforms.chain import TransformFailed
 
 log = logging.getLogger(__name__)
 RANGE_SCHEMA = "lite_partition int, start_offset long, end_offset long"
@@ -33,7 +34,7 @@ RANGE_SCHEMA = "lite_partition int, start_offset long, end_offset long"
 # started_at: where the range was read from (under exactly once, the positions topic may say further on than the
 # driver planned: a killed run's transaction had committed).
 SUMMARY_SCHEMA = ("lite_partition int, started_at long, next_cursor long, messages long, written long, bytes long, "
-                  "lost long, dropped long")
+                  "lost long, dropped long, filtered long")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class KafkaWriter:
         self.tolerate_sent = self.tolerate and not in_transaction
         self.failures: list[str] = []
         self.dropped = 0
+        self.filtered = 0  # dropped by a transform: read, not written
 
     def _refused(self, err, what: str, tolerate: bool) -> None:
         if tolerate and refused_for_good(err):
@@ -76,7 +78,7 @@ class KafkaWriter:
         kwargs = {} if record.partition is None else {"partition": record.partition}
         while True:
             try:
-                self.producer.produce(self.topic, key=record.key, value=record.value, headers=record.headers or None,
+                self.producer.produce(record.topic or self.topic, key=record.key, value=record.value, headers=record.headers or None,
                                       timestamp=record.timestamp_ms, on_delivery=self._on_delivery, **kwargs)
                 return True
             except BufferError:
@@ -119,8 +121,11 @@ def write_batch(converter: PubSubLiteSourceConverter, writer: KafkaWriter, lite_
     for sequenced in batch:
         try:
             record = converter.convert(sequenced)
-        except ConversionError as exc:  # the run fails, naming the message; its cursor is not recorded
+        except (ConversionError, TransformFailed) as exc:  # the run fails, naming the message; its cursor is not recorded
             raise BatchError(f"Lite partition {lite_partition} offset {sequenced.cursor.offset}: {exc}") from None
+        if record is None:
+            writer.filtered += 1
+            continue
         if writer.write(record, f"Lite partition {lite_partition} offset {sequenced.cursor.offset}"):
             written_bytes += len(record.value or b"") + len(record.key or b"")
     writer.producer.poll(0)
@@ -146,4 +151,5 @@ def read_and_deliver(task: LiteSourceTask, batches: Iterator[pa.RecordBatch]) ->
         writer.flush()  # only now are the rows true: Kafka has every record
     for index, row in enumerate(rows):
         row["dropped"] = writer.dropped if index == 0 else 0
+        row["filtered"] = writer.filtered if index == 0 else 0
     yield rows_batch(rows, SUMMARY_SCHEMA)

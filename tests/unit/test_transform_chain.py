@@ -212,3 +212,30 @@ def test_bridgectl_adds_the_issues_file_as_it_is_and_writes_nothing_for_a_broken
     assert isinstance(refused.exception, BridgeConfigError)
     assert "key 'transforms.addSource.header': required, not set" in str(refused.exception)
     assert path.read_text() == before
+
+
+def test_the_lite_source_runs_the_chain_before_its_converters_and_counts_what_it_drops():
+    from types import SimpleNamespace
+
+    from connectors.pubsublite_source.config import PubSubLiteSourceConfig
+    from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
+    from connectors.pubsublite_source.write import write_batch
+    from tests.unit.test_pubsublite_convert import LITE, sequenced
+
+    config = PubSubLiteSourceConfig.model_validate({
+        "pubsublite.subscription": "s", "kafka.topic": "orders", **LITE,
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+        "transforms": "skip,wrap,route", "transforms.skip.type": "Filter", "transforms.skip.predicate": "test",
+        "transforms.wrap.type": "HoistField$Value", "transforms.wrap.field": "data",
+        "transforms.route.type": "RegexRouter", "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-x",
+        "predicates": "test", "predicates.test.type": "HasHeaderKey", "predicates.test.name": "test"})
+    converter = PubSubLiteSourceConverter(config, 1)
+    record = converter.convert(sequenced(key=b"k", data=b"hi", attributes={"a": [b"1"]}))
+    assert json.loads(record.value) == {"data": "aGk="} and record.topic == "orders-x"
+    assert record.headers == [("a", b"1")]
+
+    produced = []
+    writer = SimpleNamespace(filtered=0, producer=SimpleNamespace(poll=lambda timeout: None),
+                             write=lambda record, where: produced.append(record) or True)
+    write_batch(converter, writer, 0, [sequenced(data=b"a"), sequenced(data=b"b", attributes={"test": [b"1"]})])
+    assert len(produced) == 1 and writer.filtered == 1
