@@ -20,7 +20,7 @@ from connectors.kafka_connect.converters import value_to_json
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_string
-from connectors.transforms.record import ConnectRecord, Header, header_bytes
+from connectors.transforms.record import kafka_headers, sink_record
 
 MAX_ATTRIBUTES = 100
 MAX_ATTRIBUTE_KEY_BYTES = 256
@@ -147,19 +147,16 @@ class CloudPubSubSinkConverter:
             value_schema, value = self.value_converter.to_connect(record.value)
         except ConversionError as exc:
             raise RecordError(str(exc)) from exc
-        topic, headers = record.topic, record.headers
-        timestamp = record.timestamp_ms if record.timestamp_type >= 0 else None
+        connect = sink_record(record, key_schema, key, value_schema, value)
+        headers = record.headers
         if self.transforms is not None:
             # Where a Kafka Connect worker runs them: after the converters, before the connector maps the record.
-            transformed = self.transforms.apply(ConnectRecord(
-                topic, record.partition, key_schema, key, value_schema, value, timestamp,
-                tuple(Header(k, None, v) for k, v in headers), record.offset))
-            if transformed is None:
+            connect = self.transforms.apply(connect)
+            if connect is None:
                 return None
-            topic, timestamp = transformed.topic, transformed.timestamp
-            key_schema, key, value_schema, value = (transformed.key_schema, transformed.key,
-                                                    transformed.value_schema, transformed.value)
-            headers = [(h.key, header_bytes(h)) for h in transformed.headers]
+            headers = kafka_headers(connect)
+        topic, timestamp = connect.topic, connect.timestamp
+        key_schema, key, value_schema, value = connect.key_schema, connect.key, connect.value_schema, connect.value
 
         attrs = _Attributes()
         key_text = ""

@@ -18,7 +18,7 @@ from connectors.kafka_connect.converters import ByteArrayConverter, StringConver
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
 from connectors.transforms.chain import TransformFailed
-from connectors.transforms.record import ConnectRecord, Header, header_bytes
+from connectors.transforms.record import ConnectRecord, Header, kafka_headers
 
 MESSAGE_FIELD = "message"
 ORDERING_KEY_FIELD = "orderingKey"
@@ -112,15 +112,15 @@ class CloudPubSubSourceConverter:
             partition = self.partitioner.partition(key, message.data, message.ordering_key)
             if self.transforms is not None:
                 # Where a Kafka Connect worker runs them: on the record the connector made, before the converters.
-                transformed = self.transforms.apply(ConnectRecord(
+                connect = self.transforms.apply(ConnectRecord(
                     topic, partition, key_schema, key, schema, value, timestamp,
                     tuple(Header(k, _STRING, v.decode("utf-8")) for k, v in headers)))
-                if transformed is None:
+                if connect is None:
                     return None
-                topic, partition, timestamp = transformed.topic, transformed.partition, transformed.timestamp
-                key_schema, key, schema, value = (transformed.key_schema, transformed.key, transformed.value_schema,
-                                                  transformed.value)
-                headers = [(h.key, header_bytes(h)) for h in transformed.headers]
+                topic, partition, timestamp, key_schema, key, schema, value = (
+                    connect.topic, connect.partition, connect.timestamp, connect.key_schema, connect.key,
+                    connect.value_schema, connect.value)
+                headers = kafka_headers(connect)
             key_bytes = self.key_converter.from_connect(key_schema, key, topic)
             value_bytes = self.value_converter.from_connect(schema, value, topic)
         except TransformFailed as exc:

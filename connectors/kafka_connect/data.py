@@ -72,6 +72,28 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _EPOCH_DAY = dt.date(1970, 1, 1)
 
 
+def schemaless_type(value: Any) -> str | None:
+    """The Connect type of a value without a schema, as its Python type implies (a JSON number without a schema is an
+    INT64 or a FLOAT64); None for a type Connect has no name for."""
+    if isinstance(value, bool):
+        return "BOOLEAN"
+    if isinstance(value, int):
+        return "INT64"
+    if isinstance(value, float):
+        return "FLOAT64"
+    if isinstance(value, str):
+        return "STRING"
+    if isinstance(value, (bytes, bytearray)):
+        return "BYTES"
+    if isinstance(value, (list, tuple)):
+        return "ARRAY"
+    if isinstance(value, dict):
+        return "MAP"
+    if isinstance(value, Struct):
+        return "STRUCT"
+    return None
+
+
 def decimal_schema(scale: int, optional: bool = False) -> Schema:
     return Schema("BYTES", optional, DECIMAL, parameters=(("scale", str(scale)),))
 

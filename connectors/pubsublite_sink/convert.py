@@ -21,10 +21,10 @@ from google.protobuf import struct_pb2
 from connectors.errors import RecordError
 from connectors.kafka.record import KafkaRecord
 from connectors.kafka_connect.errors import ConversionError
-from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
+from connectors.kafka_connect.data import Schema, is_logical, schemaless_type, to_physical
 from connectors.kafka_connect.java_text import java_double_to_string
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
-from connectors.transforms.record import ConnectRecord, Header, header_bytes
+from connectors.transforms.record import kafka_headers, sink_record
 
 KAFKA_TOPIC_ATTRIBUTE = "x-goog-pubsublite-source-kafka-topic"
 KAFKA_PARTITION_ATTRIBUTE = "x-goog-pubsublite-source-kafka-partition"
@@ -45,24 +45,11 @@ def _as_float64(schema_type: str, value: float) -> float:
 
 
 def _type_of(schema: Schema | None, value: Any) -> str:
-    """The Connect type a value has: its schema's, or for schemaless values the one its Python type implies."""
+    """The Connect type a value has: its schema's, or for schemaless values the one its Python type implies (any
+    other is written as its text)."""
     if schema is not None:
         return schema.type
-    if isinstance(value, bool):
-        return "BOOLEAN"
-    if isinstance(value, int):
-        return "INT64"
-    if isinstance(value, float):
-        return "FLOAT64"
-    if isinstance(value, (bytes, bytearray)):
-        return "BYTES"
-    if isinstance(value, (list, tuple)):
-        return "ARRAY"
-    if isinstance(value, dict):
-        return "MAP"
-    if isinstance(value, Struct):
-        return "STRUCT"
-    return "STRING"
+    return schemaless_type(value) or "STRING"
 
 
 def encode_to_bytes(schema: Schema | None, value: Any) -> bytes:
@@ -148,19 +135,16 @@ class PubSubLiteSinkConverter:
             value_schema, value = self.value_converter.to_connect(record.value)
         except ConversionError as exc:
             raise RecordError(str(exc)) from exc
-        topic, headers = record.topic, record.headers
-        timestamp = record.timestamp_ms if record.timestamp_type in TIMESTAMP_TYPES else None
+        connect = sink_record(record, key_schema, key, value_schema, value)
+        headers = record.headers
         if self.transforms is not None:
             # Where a Kafka Connect worker runs them: after the converters, before the connector maps the record.
-            transformed = self.transforms.apply(ConnectRecord(
-                topic, record.partition, key_schema, key, value_schema, value, timestamp,
-                tuple(Header(k, None, v) for k, v in headers), record.offset))
-            if transformed is None:
+            connect = self.transforms.apply(connect)
+            if connect is None:
                 return None
-            topic, timestamp = transformed.topic, transformed.timestamp
-            key_schema, key, value_schema, value = (transformed.key_schema, transformed.key,
-                                                    transformed.value_schema, transformed.value)
-            headers = [(h.key, header_bytes(h)) for h in transformed.headers]
+            headers = kafka_headers(connect)
+        topic, timestamp = connect.topic, connect.timestamp
+        key_schema, key, value_schema, value = connect.key_schema, connect.key, connect.value_schema, connect.value
         message = PubSubMessagePb(key=encode_to_bytes(key_schema, key), data=encode_to_bytes(value_schema, value))
         for header_key, header_value in headers:
             # Header values arrive as bytes (no header converter runs), so they pass unchanged.
@@ -170,7 +154,7 @@ class PubSubLiteSinkConverter:
         message.attributes[KAFKA_OFFSET_ATTRIBUTE].values.append(str(record.offset).encode())
         if timestamp is not None:
             message.attributes[KAFKA_EVENT_TIME_TYPE_ATTRIBUTE].values.append(
-                TIMESTAMP_TYPES[record.timestamp_type].encode())
+                TIMESTAMP_TYPES.get(record.timestamp_type, "CreateTime").encode())  # a transform's stamp on none
             message.event_time.FromMilliseconds(timestamp)
         size = message.ByteSize()
         if size > MAX_MESSAGE_BYTES:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from connectors.kafka_connect.data import BYTES, OPTIONAL_BYTES
-from connectors.transforms.record import ConnectRecord, Header, header_bytes
+from connectors.transforms.record import ConnectRecord, Header, kafka_headers
 
 
 @dataclass
@@ -47,15 +47,15 @@ class PubSubLiteSourceConverter:
         topic, timestamp, headers = self.kafka_topic, record_timestamp_ms(sequenced), attribute_headers(message)
         if self.transforms is not None:
             # Where a Kafka Connect worker runs them: on the record the connector made, before the converters.
-            transformed = self.transforms.apply(ConnectRecord(
+            connect = self.transforms.apply(ConnectRecord(
                 topic, partition, key_schema, key, value_schema, value, timestamp,
                 tuple(Header(k, OPTIONAL_BYTES, v) for k, v in headers)))
-            if transformed is None:
+            if connect is None:
                 return None
-            topic, partition, timestamp = transformed.topic, transformed.partition, transformed.timestamp
-            key_schema, key, value_schema, value = (transformed.key_schema, transformed.key, transformed.value_schema,
-                                                    transformed.value)
-            headers = [(h.key, header_bytes(h)) for h in transformed.headers]
+            topic, partition, timestamp, key_schema, key, value_schema, value = (
+                connect.topic, connect.partition, connect.timestamp, connect.key_schema, connect.key,
+                connect.value_schema, connect.value)
+            headers = kafka_headers(connect)
         return LiteRecord(
             key=self.key_converter.from_connect(key_schema, key, topic),
             value=self.value_converter.from_connect(value_schema, value, topic),

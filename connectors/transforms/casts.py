@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from connectors.kafka_connect.data import DATE, TIME, TIMESTAMP, Field as SchemaField, Schema, Struct
+from connectors.kafka_connect.data import (
+    DATE, TIME, TIMESTAMP, Field as SchemaField, Schema, Struct, schemaless_type,
+)
 from connectors.kafka_connect.java_text import java_float_to_string, java_string
 from connectors.transforms.classes import KAFKA_TRANSFORMS, CommaList, TransformClass, TransformConfig
 from connectors.transforms.java_forms import simple_date_format, simple_date_parser
@@ -58,25 +60,6 @@ class CastKeys(TransformConfig):
             raise ValueError("give at least one cast")
         _cast_spec(spec)
         return spec
-
-
-def _inferred_type(value: Any) -> str | None:
-    """The Connect type of a schemaless value (a JSON number without a schema is an INT64 or a FLOAT64)."""
-    if isinstance(value, bool):
-        return "BOOLEAN"
-    if isinstance(value, int):
-        return "INT64"
-    if isinstance(value, float):
-        return "FLOAT64"
-    if isinstance(value, str):
-        return "STRING"
-    if isinstance(value, (bytes, bytearray)):
-        return "BYTES"
-    if isinstance(value, (list, tuple)):
-        return "ARRAY"
-    if isinstance(value, dict):
-        return "MAP"
-    return None
 
 
 def _wrapped(number: int, bits: int) -> int:
@@ -126,7 +109,7 @@ def _date_text(millis: int) -> str:
 def cast_value(schema: Schema | None, value: Any, target: str) -> Any:
     if value is None:
         return None
-    source = schema.type if schema is not None else _inferred_type(value)
+    source = schema.type if schema is not None else schemaless_type(value)
     if source not in _CAST_FROM:
         raise TransformError(f"cannot cast from {source or type(value).__name__}")
     if schema is not None and schema.name and target != "STRING":
