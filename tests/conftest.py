@@ -13,14 +13,16 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 @pytest.fixture(scope="session")
-def stack():
+def stack(request):
     """Kafka, the Pub/Sub emulator, the Lite server, moto and Spark Connect on free loopback ports,
     for the whole session."""
     from bridgectl.local_stack import LocalStack
     from bridgectl.paths import PROJECT_ROOT
 
-    # A fixed folder, so servers left by a session that crashed are found and stopped here.
-    home = PROJECT_ROOT / ".local" / "test-stack"
+    # A fixed folder, so servers left by a session that crashed are found and stopped here; one per pytest-xdist
+    # worker (each worker's tests run on a stack of their own).
+    worker = getattr(request.config, "workerinput", {}).get("workerid")
+    home = PROJECT_ROOT / ".local" / ("test-stack" + (f"-{worker}" if worker else ""))
     LocalStack(home=home).down(log=lambda line: None)
     shutil.rmtree(home, ignore_errors=True)
     local_stack = LocalStack(home=home, pick_free_ports=True)
@@ -61,6 +63,34 @@ def spark(stack):
     from resources.spark import SparkResource
 
     return SparkResource().session()
+
+
+# The fault-injection tests' counts (tests/faults): each test's row travels in its report's user_properties, so
+# that under pytest-xdist the rows of every worker reach the table the main process prints and writes.
+_FAULT_ROWS: list[dict] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        _FAULT_ROWS.extend(value for name, value in report.user_properties if name == "fault_row")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FAULT_ROWS:
+        return
+    from bridgectl.paths import PROJECT_ROOT
+
+    lines = ["| fault | connector | produced | delivered | duplicated | lost | time to recover (s) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in _FAULT_ROWS:
+        recover = "-" if r["recover_s"] is None else f"{r['recover_s']}"
+        lines.append(f"| {r['fault']} | {r['connector']} | {r['produced']} | {r['delivered']} | {r['duplicated']} "
+                     f"| {r['lost']} | {recover} |")
+    table = "\n".join(lines) + "\n"
+    (PROJECT_ROOT / ".local").mkdir(exist_ok=True)
+    (PROJECT_ROOT / ".local" / "fault-report.md").write_text(table)
+    terminalreporter.write_sep("-", "fault-injection counts (.local/fault-report.md)")
+    terminalreporter.write(table)
 
 
 @pytest.fixture
