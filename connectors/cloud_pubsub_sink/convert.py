@@ -20,7 +20,7 @@ from connectors.kafka_connect.converters import value_to_json
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema, Struct, is_logical, to_physical
 from connectors.kafka_connect.java_text import java_string
-from connectors.transforms.record import kafka_headers, sink_record
+from connectors.transforms.conversion import SinkConversion
 
 MAX_ATTRIBUTES = 100
 MAX_ATTRIBUTE_KEY_BYTES = 256
@@ -131,10 +131,9 @@ class CloudPubSubSinkConverter:
     def __init__(self, config: CloudPubSubSinkConfig, topic_schemas=None):
         """`topic_schemas`: each Kafka topic's TopicCodec (a PerTarget), for messageFormat=topic-schema."""
         self.config = config
-        self.key_converter = config.key_converter_instance()
-        self.value_converter = config.value_converter_instance()
+        self.conversion = SinkConversion(config)
+        self.key_converter, self.value_converter = self.conversion.key_converter, self.conversion.value_converter
         self.topic_schemas = topic_schemas
-        self.transforms = config.transforms.running() if config.transforms else None
         if config.message_format == "topic-schema" and topic_schemas is None:
             raise ValueError("messageFormat=topic-schema needs the topics' schemas")
 
@@ -142,19 +141,10 @@ class CloudPubSubSinkConverter:
         """The message for a record, or None when it has no data and no attributes, or a transform dropped it
         (skipped)."""
         cfg = self.config
-        try:
-            key_schema, key = self.key_converter.to_connect(record.key)
-            value_schema, value = self.value_converter.to_connect(record.value)
-        except ConversionError as exc:
-            raise RecordError(str(exc)) from exc
-        connect = sink_record(record, key_schema, key, value_schema, value)
-        headers = record.headers
-        if self.transforms is not None:
-            # Where a Kafka Connect worker runs them: after the converters, before the connector maps the record.
-            connect = self.transforms.apply(connect)
-            if connect is None:
-                return None
-            headers = kafka_headers(connect)
+        converted = self.conversion.convert(record)
+        if converted is None:
+            return None
+        connect, headers = converted
         topic, timestamp = connect.topic, connect.timestamp
         key_schema, key, value_schema, value = connect.key_schema, connect.key, connect.value_schema, connect.value
 

@@ -18,7 +18,8 @@ from connectors.kafka_connect.converters import ByteArrayConverter, StringConver
 from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import OPTIONAL_BYTES, OPTIONAL_STRING, Field, Schema, Struct
 from connectors.transforms.chain import TransformFailed
-from connectors.transforms.record import ConnectRecord, Header, kafka_headers
+from connectors.transforms.conversion import source_record
+from connectors.transforms.record import ConnectRecord, Header
 
 MESSAGE_FIELD = "message"
 ORDERING_KEY_FIELD = "orderingKey"
@@ -108,21 +109,17 @@ class CloudPubSubSourceConverter:
         schema = None
         try:
             schema, value, headers = self.value(message)
-            key_schema, topic, timestamp = OPTIONAL_STRING, cfg.kafka_topic, self.timestamp_ms(message)
             partition = self.partitioner.partition(key, message.data, message.ordering_key)
-            if self.transforms is not None:
-                # Where a Kafka Connect worker runs them: on the record the connector made, before the converters.
-                connect = self.transforms.apply(ConnectRecord(
-                    topic, partition, key_schema, key, schema, value, timestamp,
-                    tuple(Header(k, _STRING, v.decode("utf-8")) for k, v in headers)))
-                if connect is None:
-                    return None
-                topic, partition, timestamp, key_schema, key, schema, value = (
-                    connect.topic, connect.partition, connect.timestamp, connect.key_schema, connect.key,
-                    connect.value_schema, connect.value)
-                headers = kafka_headers(connect)
-            key_bytes = self.key_converter.from_connect(key_schema, key, topic)
-            value_bytes = self.value_converter.from_connect(schema, value, topic)
+            made = ConnectRecord(cfg.kafka_topic, partition, OPTIONAL_STRING, key, schema, value,
+                                 self.timestamp_ms(message))
+            # Attributes are text: headers of a STRING schema, as the Java connector adds them.
+            converted = source_record(self.transforms, made, headers, lambda k, v: Header(k, _STRING, v.decode()))
+            if converted is None:
+                return None
+            connect, headers = converted
+            schema = connect.value_schema
+            key_bytes = self.key_converter.from_connect(connect.key_schema, connect.key, connect.topic)
+            value_bytes = self.value_converter.from_connect(schema, connect.value, connect.topic)
         except TransformFailed as exc:
             raise MessageError(str(exc)) from exc
         except ConversionError as exc:
@@ -130,5 +127,5 @@ class CloudPubSubSourceConverter:
             if schema is not None and schema.type == "STRUCT" and isinstance(self.value_converter, (StringConverter, ByteArrayConverter)):
                 hint = " (messages with attributes become structs: use JsonConverter, or kafka.record.headers=true)"
             raise MessageError(f"{exc}{hint}") from exc
-        return OutgoingRecord(key_bytes, value_bytes, timestamp, partition, headers,
-                              topic if topic != cfg.kafka_topic else None)
+        return OutgoingRecord(key_bytes, value_bytes, connect.timestamp, connect.partition, headers,
+                              connect.topic if connect.topic != cfg.kafka_topic else None)

@@ -20,11 +20,10 @@ from google.protobuf import struct_pb2
 
 from connectors.errors import RecordError
 from connectors.kafka.record import KafkaRecord
-from connectors.kafka_connect.errors import ConversionError
 from connectors.kafka_connect.data import Schema, is_logical, schemaless_type, to_physical
 from connectors.kafka_connect.java_text import java_double_to_string
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
-from connectors.transforms.record import kafka_headers, sink_record
+from connectors.transforms.conversion import SinkConversion
 
 KAFKA_TOPIC_ATTRIBUTE = "x-goog-pubsublite-source-kafka-topic"
 KAFKA_PARTITION_ATTRIBUTE = "x-goog-pubsublite-source-kafka-partition"
@@ -124,25 +123,15 @@ class PubSubLiteSinkConverter:
     """Turns raw Kafka records into Lite messages with the bridge's converters."""
 
     def __init__(self, config: PubSubLiteSinkConfig):
-        self.key_converter = config.key_converter_instance()
-        self.value_converter = config.value_converter_instance()
-        self.transforms = config.transforms.running() if config.transforms else None
+        self.conversion = SinkConversion(config)
+        self.key_converter, self.value_converter = self.conversion.key_converter, self.conversion.value_converter
 
     def convert(self, record: KafkaRecord):
         """A raw google.cloud.pubsublite.v1.PubSubMessage for the record, or None when a transform dropped it."""
-        try:
-            key_schema, key = self.key_converter.to_connect(record.key)
-            value_schema, value = self.value_converter.to_connect(record.value)
-        except ConversionError as exc:
-            raise RecordError(str(exc)) from exc
-        connect = sink_record(record, key_schema, key, value_schema, value)
-        headers = record.headers
-        if self.transforms is not None:
-            # Where a Kafka Connect worker runs them: after the converters, before the connector maps the record.
-            connect = self.transforms.apply(connect)
-            if connect is None:
-                return None
-            headers = kafka_headers(connect)
+        converted = self.conversion.convert(record)
+        if converted is None:
+            return None
+        connect, headers = converted
         topic, timestamp = connect.topic, connect.timestamp
         key_schema, key, value_schema, value = connect.key_schema, connect.key, connect.value_schema, connect.value
         message = PubSubMessagePb(key=encode_to_bytes(key_schema, key), data=encode_to_bytes(value_schema, value))

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from connectors.kafka_connect.data import BYTES, OPTIONAL_BYTES
-from connectors.transforms.record import ConnectRecord, Header, kafka_headers
+from connectors.transforms.conversion import source_record
+from connectors.transforms.record import ConnectRecord, Header
 
 
 @dataclass
@@ -43,24 +44,18 @@ class PubSubLiteSourceConverter:
             partition = self._next % self.kafka_partition_count
             self._next += 1
         # As the reference: the key is optional BYTES, the value required BYTES (a JsonConverter envelope shows it).
-        key_schema, value_schema, value = OPTIONAL_BYTES, BYTES, bytes(message.data)
-        topic, timestamp, headers = self.kafka_topic, record_timestamp_ms(sequenced), attribute_headers(message)
-        if self.transforms is not None:
-            # Where a Kafka Connect worker runs them: on the record the connector made, before the converters.
-            connect = self.transforms.apply(ConnectRecord(
-                topic, partition, key_schema, key, value_schema, value, timestamp,
-                tuple(Header(k, OPTIONAL_BYTES, v) for k, v in headers)))
-            if connect is None:
-                return None
-            topic, partition, timestamp, key_schema, key, value_schema, value = (
-                connect.topic, connect.partition, connect.timestamp, connect.key_schema, connect.key,
-                connect.value_schema, connect.value)
-            headers = kafka_headers(connect)
+        made = ConnectRecord(self.kafka_topic, partition, OPTIONAL_BYTES, key, BYTES, bytes(message.data),
+                             record_timestamp_ms(sequenced))
+        converted = source_record(self.transforms, made, attribute_headers(message),
+                                  lambda k, v: Header(k, OPTIONAL_BYTES, v))
+        if converted is None:
+            return None
+        connect, headers = converted
         return LiteRecord(
-            key=self.key_converter.from_connect(key_schema, key, topic),
-            value=self.value_converter.from_connect(value_schema, value, topic),
-            timestamp_ms=timestamp, partition=partition, headers=headers,
-            topic=topic if topic != self.kafka_topic else None,
+            key=self.key_converter.from_connect(connect.key_schema, connect.key, connect.topic),
+            value=self.value_converter.from_connect(connect.value_schema, connect.value, connect.topic),
+            timestamp_ms=connect.timestamp, partition=connect.partition,
+            headers=headers, topic=connect.topic if connect.topic != self.kafka_topic else None,
         )
 
 

@@ -15,7 +15,7 @@ from connectors.kafka_connect.data import (
     DATE, TIME, TIMESTAMP, Field as SchemaField, Schema, Struct, schemaless_type,
 )
 from connectors.kafka_connect.java_text import java_float_to_string, java_string
-from connectors.transforms.classes import KAFKA_TRANSFORMS, CommaList, TransformClass, TransformConfig
+from connectors.transforms.classes import CommaList, TransformConfig, kafka_transform
 from connectors.transforms.java_forms import simple_date_format, simple_date_parser
 from connectors.transforms.record import ConnectRecord, TransformError
 from connectors.transforms.sides import Side, require_map, require_struct, struct_schema_like
@@ -307,8 +307,8 @@ class TimestampConverter:
 
 
 CLASSES = (
-    TransformClass(f"{KAFKA_TRANSFORMS}.Cast", CastKeys, Cast,
+    kafka_transform("Cast", CastKeys, Cast,
                    "casts fields, or the whole key or value, to another primitive type", sides=True),
-    TransformClass(f"{KAFKA_TRANSFORMS}.TimestampConverter", TimestampConverterKeys, TimestampConverter,
+    kafka_transform("TimestampConverter", TimestampConverterKeys, TimestampConverter,
                    "converts a timestamp between text, unix time and Connect's Date, Time and Timestamp", sides=True),
 )

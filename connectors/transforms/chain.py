@@ -18,13 +18,6 @@ from connectors.transforms.sides import Side
 
 TRANSFORMS, PREDICATES = "transforms", "predicates"
 _STAGE_KEYS = ("type", "predicate", "negate")
-# Kafka's own classes, whose use of headers is known; a package's own transform may read them.
-_KAFKA_NAMES = frozenset(f"org.apache.kafka.connect.transforms.{name}" for name in (
-    "Cast", "DropHeaders", "ExtractField", "Filter", "Flatten", "HeaderFrom", "HoistField", "InsertField",
-    "InsertHeader", "MaskField", "RegexRouter", "ReplaceField", "SetSchemaMetadata", "TimestampConverter",
-    "TimestampRouter", "ValueToKey"))
-_KAFKA_PREDICATES_NOT_READING_HEADERS = frozenset(f"org.apache.kafka.connect.transforms.predicates.{name}"
-                                                  for name in ("RecordIsTombstone", "TopicNameMatches"))
 
 
 def is_chain_key(key: str) -> bool:
@@ -71,19 +64,13 @@ class TransformChain:
     @property
     def renames_topics(self) -> bool:
         """Whether a stage may give a record another topic (Kafka's routers, or a package's transform)."""
-        return any(stage.transform.java_class not in _KAFKA_NAMES
-                   or stage.transform.short_name in ("RegexRouter", "TimestampRouter") for stage in self.stages)
+        return any(stage.transform.renames_topics for stage in self.stages)
 
     @property
     def reads_headers(self) -> bool:
         """Whether a stage's outcome depends on the headers a record came with."""
-        for stage in self.stages:
-            if stage.transform.java_class not in _KAFKA_NAMES:
-                return True
-            predicate = stage.predicate.predicate.java_class if stage.predicate else None
-            if predicate is not None and predicate not in _KAFKA_PREDICATES_NOT_READING_HEADERS:
-                return True
-        return False
+        return any(stage.transform.reads_headers or (stage.predicate and stage.predicate.predicate.reads_headers)
+                   for stage in self.stages)
 
     def running(self) -> RunningChain:
         return RunningChain(self)

@@ -48,6 +48,10 @@ class TransformClass:
     build: Callable[..., Transformation]  # (config) or, with sides, (config, side)
     summary: str
     sides: bool = False  # Kafka has it as `$Key` and `$Value`, and a file names one
+    # What the bridge must allow for (a package's class is taken to do both unless it says otherwise): it may give a
+    # record another topic; its outcome depends on the headers a record came with (then the Kafka reader reads them).
+    renames_topics: bool = True
+    reads_headers: bool = True
 
     @property
     def short_name(self) -> str:
@@ -60,7 +64,21 @@ class PredicateClass:
     config_model: type[TransformConfig]
     build: Callable[[Any], Predicate]
     summary: str
+    reads_headers: bool = True  # its answer depends on the headers a record came with
 
     @property
     def short_name(self) -> str:
         return self.java_class.rsplit(".", 1)[-1]
+
+
+def kafka_transform(name: str, config_model: type[TransformConfig], build: Callable[..., Transformation], summary: str,
+                    sides: bool = False, renames_topics: bool = False) -> TransformClass:
+    """One of Apache Kafka's transforms (none of them reads the headers a record came with)."""
+    return TransformClass(f"{KAFKA_TRANSFORMS}.{name}", config_model, build, summary, sides, renames_topics,
+                          reads_headers=False)
+
+
+def kafka_predicate(name: str, config_model: type[TransformConfig], build: Callable[[Any], Predicate], summary: str,
+                    reads_headers: bool = False) -> PredicateClass:
+    """One of Apache Kafka's predicates."""
+    return PredicateClass(f"{KAFKA_PREDICATES}.{name}", config_model, build, summary, reads_headers)

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from connectors.kafka_connect.data import TIMESTAMP, Field as SchemaField, Schema, Struct
-from connectors.transforms.classes import KAFKA_TRANSFORMS, CommaList, TransformClass, TransformConfig
+from connectors.transforms.classes import CommaList, TransformConfig, kafka_transform
 from connectors.transforms.field_paths import SyntaxVersion, field_at, path_steps, value_in_map, value_in_struct
 from connectors.transforms.record import ConnectRecord, TransformError
 from connectors.transforms.sides import Side, require_map, require_struct, struct_schema_like
@@ -322,16 +322,16 @@ class HoistField:
 
 
 CLASSES = (
-    TransformClass(f"{KAFKA_TRANSFORMS}.InsertField", InsertFieldKeys, InsertField,
+    kafka_transform("InsertField", InsertFieldKeys, InsertField,
                    "adds the record's topic, partition, offset, timestamp or a static value as fields", sides=True),
-    TransformClass(f"{KAFKA_TRANSFORMS}.ReplaceField", ReplaceFieldKeys, ReplaceField,
+    kafka_transform("ReplaceField", ReplaceFieldKeys, ReplaceField,
                    "keeps, drops and renames fields", sides=True),
-    TransformClass(f"{KAFKA_TRANSFORMS}.MaskField", MaskFieldKeys, MaskField,
+    kafka_transform("MaskField", MaskFieldKeys, MaskField,
                    "replaces fields' values with an empty value of their type, or a replacement", sides=True),
-    TransformClass(f"{KAFKA_TRANSFORMS}.ValueToKey", ValueToKeyKeys, ValueToKey,
+    kafka_transform("ValueToKey", ValueToKeyKeys, ValueToKey,
                    "makes the key from fields of the value"),
-    TransformClass(f"{KAFKA_TRANSFORMS}.ExtractField", ExtractFieldKeys, ExtractField,
+    kafka_transform("ExtractField", ExtractFieldKeys, ExtractField,
                    "replaces the key or value by one of its fields", sides=True),
-    TransformClass(f"{KAFKA_TRANSFORMS}.HoistField", HoistFieldKeys, HoistField,
+    kafka_transform("HoistField", HoistFieldKeys, HoistField,
                    "wraps the key or value in a struct or map of one field", sides=True),
 )

@@ -7,7 +7,7 @@ import dataclasses
 from pydantic import Field
 
 from connectors.kafka_connect.data import Field as SchemaField, Schema, Struct
-from connectors.transforms.classes import KAFKA_TRANSFORMS, TransformClass, TransformConfig
+from connectors.transforms.classes import TransformConfig, kafka_transform
 from connectors.transforms.record import ConnectRecord, TransformError
 from connectors.transforms.sides import Side, require_map, require_struct, struct_schema_like
 
@@ -78,6 +78,6 @@ class Flatten:
 
 
 CLASSES = (
-    TransformClass(f"{KAFKA_TRANSFORMS}.Flatten", FlattenKeys, Flatten,
+    kafka_transform("Flatten", FlattenKeys, Flatten,
                    "makes nested fields top-level ones, their names joined by a delimiter", sides=True),
 )

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from connectors.transforms.classes import KAFKA_TRANSFORMS, CommaList, TransformClass, TransformConfig
+from connectors.transforms.classes import CommaList, TransformConfig, kafka_transform
 from connectors.transforms.java_forms import parse_literal
 from connectors.transforms.record import ConnectRecord, Header, TransformError
 from connectors.transforms.sides import Side, require_map, require_struct, struct_schema_like
@@ -97,10 +97,10 @@ class HeaderFrom:
 
 
 CLASSES = (
-    TransformClass(f"{KAFKA_TRANSFORMS}.InsertHeader", InsertHeaderKeys, InsertHeader,
+    kafka_transform("InsertHeader", InsertHeaderKeys, InsertHeader,
                    "adds a header with a literal value"),
-    TransformClass(f"{KAFKA_TRANSFORMS}.DropHeaders", DropHeadersKeys, DropHeaders,
+    kafka_transform("DropHeaders", DropHeadersKeys, DropHeaders,
                    "removes the headers of the given names"),
-    TransformClass(f"{KAFKA_TRANSFORMS}.HeaderFrom", HeaderFromKeys, HeaderFrom,
+    kafka_transform("HeaderFrom", HeaderFromKeys, HeaderFrom,
                    "copies or moves fields of the key or value into headers", sides=True),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from connectors.transforms.classes import KAFKA_PREDICATES, PredicateClass, TransformConfig
+from connectors.transforms.classes import TransformConfig, kafka_predicate
 from connectors.transforms.java_forms import java_regex
 from connectors.transforms.record import ConnectRecord
 from connectors.transforms.routing import _compiles
@@ -52,10 +52,10 @@ class TopicNameMatches:
 
 
 CLASSES = (
-    PredicateClass(f"{KAFKA_PREDICATES}.HasHeaderKey", HasHeaderKeyKeys, HasHeaderKey,
-                   "true for a record with at least one header of the given name"),
-    PredicateClass(f"{KAFKA_PREDICATES}.RecordIsTombstone", RecordIsTombstoneKeys, RecordIsTombstone,
+    kafka_predicate("HasHeaderKey", HasHeaderKeyKeys, HasHeaderKey,
+                   "true for a record with at least one header of the given name", reads_headers=True),
+    kafka_predicate("RecordIsTombstone", RecordIsTombstoneKeys, RecordIsTombstone,
                    "true for a tombstone (a record whose value is null)"),
-    PredicateClass(f"{KAFKA_PREDICATES}.TopicNameMatches", TopicNameMatchesKeys, TopicNameMatches,
+    kafka_predicate("TopicNameMatches", TopicNameMatchesKeys, TopicNameMatches,
                    "true for a record whose topic name matches a regular expression"),
 )

@@ -36,17 +36,10 @@ class ConnectRecord(NamedTuple):
         return self._replace(**changes)
 
 
-def sink_record(kafka_record, key_schema: Schema | None, key: Any, value_schema: Schema | None,
-                value: Any) -> ConnectRecord:
-    """The record a sink's transforms see: a Kafka record (connectors.kafka.record.KafkaRecord) with its key and
-    value as the converters made them; its headers as they came (bytes, no schema)."""
-    return ConnectRecord(
-        kafka_record.topic, kafka_record.partition, key_schema, key, value_schema, value,
-        kafka_record.timestamp_ms if kafka_record.timestamp_type >= 0 else None,
-        tuple(Header(k, None, v) for k, v in kafka_record.headers), kafka_record.offset)
+KafkaHeaders = list[tuple[str, bytes | None]]
 
 
-def kafka_headers(record: ConnectRecord) -> list[tuple[str, bytes | None]]:
+def kafka_headers(record: ConnectRecord) -> KafkaHeaders:
     """A record's headers as Kafka carries them."""
     return [(h.key, header_bytes(h)) for h in record.headers]
 

@@ -6,7 +6,7 @@ import re
 
 from pydantic import Field, field_validator
 
-from connectors.transforms.classes import KAFKA_TRANSFORMS, TransformClass, TransformConfig
+from connectors.transforms.classes import TransformConfig, kafka_transform
 from connectors.transforms.java_forms import java_regex, java_replacement, simple_date_format
 from connectors.transforms.record import ConnectRecord, TransformError
 
@@ -86,10 +86,10 @@ class Filter:
 
 
 CLASSES = (
-    TransformClass(f"{KAFKA_TRANSFORMS}.RegexRouter", RegexRouterKeys, RegexRouter,
-                   "renames the topic of records whose topic matches a regular expression"),
-    TransformClass(f"{KAFKA_TRANSFORMS}.TimestampRouter", TimestampRouterKeys, TimestampRouter,
-                   "renames the topic by the record's timestamp (daily or hourly topics)"),
-    TransformClass(f"{KAFKA_TRANSFORMS}.Filter", FilterKeys, Filter,
+    kafka_transform("RegexRouter", RegexRouterKeys, RegexRouter,
+                   "renames the topic of records whose topic matches a regular expression", renames_topics=True),
+    kafka_transform("TimestampRouter", TimestampRouterKeys, TimestampRouter,
+                   "renames the topic by the record's timestamp (daily or hourly topics)", renames_topics=True),
+    kafka_transform("Filter", FilterKeys, Filter,
                    "drops records (with a predicate: those it matches)"),
 )

@@ -7,7 +7,7 @@ import dataclasses
 from pydantic import Field, model_validator
 
 from connectors.kafka_connect.data import Struct
-from connectors.transforms.classes import KAFKA_TRANSFORMS, TransformClass, TransformConfig
+from connectors.transforms.classes import TransformConfig, kafka_transform
 from connectors.transforms.record import ConnectRecord, TransformError
 from connectors.transforms.sides import Side, require_schema
 
@@ -47,6 +47,6 @@ class SetSchemaMetadata:
 
 
 CLASSES = (
-    TransformClass(f"{KAFKA_TRANSFORMS}.SetSchemaMetadata", SetSchemaMetadataKeys, SetSchemaMetadata,
+    kafka_transform("SetSchemaMetadata", SetSchemaMetadataKeys, SetSchemaMetadata,
                    "sets the name or version of the key's or value's schema", sides=True),
 )
