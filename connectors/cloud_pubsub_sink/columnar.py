@@ -23,7 +23,7 @@ from connectors.cloud_pubsub_sink.convert import (
 from connectors.errors import RecordError
 from connectors.kafka.simple_converters import SimpleConverters, convert_each_record, string_error
 from connectors.kafka_connect.bytes_text import BASE64
-from connectors.transforms.columnar import ColumnarChain
+from connectors.transforms.columnar import ColumnarChain, Transformed
 
 Outcome = Union[OutgoingMessage, None, RecordError]  # a message, a skipped record, or a bad record
 _SHORT_ENOUGH = 256  # characters: at most 1,024 UTF-8 bytes, under every attribute limit
@@ -39,6 +39,7 @@ class ColumnarConverter:
         self.columnar = self.kinds.columnar and (not config.transforms or self.chain is not None)
         # The seed's defaults and the like: each message is the value as data and the key as its one attribute,
         # so a whole batch can be encoded at once (encoded()).
+        self._last: tuple[pa.RecordBatch, Transformed] | None = None  # the chain's last batch, in and out
         self.encodes_batches = (self.columnar and config.message_format == "attributes"
                                 and not config.metadata_publish and not config.headers_publish
                                 and config.ordering_key_source == "none")
@@ -50,7 +51,7 @@ class ColumnarConverter:
         if not self.encodes_batches:
             return None
         if self.chain is not None:
-            transformed = self.chain.apply(batch)
+            transformed = self._transformed(batch)
             if transformed.dropped is not None:
                 return None
             batch = transformed.batch
@@ -77,11 +78,18 @@ class ColumnarConverter:
             if self.chain is None:
                 yield from self._convert_columns(batch)
                 return
-            transformed = self.chain.apply(batch)
+            transformed = self._transformed(batch)
             original_topics = batch.column("topic").to_pylist() if transformed.topics_changed else None
             yield from self._convert_columns(transformed.batch, transformed.dropped, original_topics)
         else:
             yield from convert_each_record(batch, self.record_converter.convert)
+
+    def _transformed(self, batch: pa.RecordBatch) -> Transformed:
+        """The chain's batch; the writer asks `encoded` then, when that declines, `convert` of the same batch, and the
+        chain runs once for both."""
+        if self._last is None or self._last[0] is not batch:
+            self._last = (batch, self.chain.apply(batch))
+        return self._last[1]
 
     def _convert_columns(self, batch: pa.RecordBatch, dropped=None,
                          original_topics: list[str] | None = None) -> Iterator[tuple[int, Outcome]]:

@@ -16,11 +16,11 @@ import pyarrow as pa
 from connectors.errors import RecordError
 from connectors.kafka.simple_converters import SimpleConverters, convert_each_record, string_error
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
-from connectors.transforms.columnar import ColumnarChain
 from connectors.pubsublite_sink.convert import (
     KAFKA_EVENT_TIME_TYPE_ATTRIBUTE, KAFKA_OFFSET_ATTRIBUTE, KAFKA_PARTITION_ATTRIBUTE, KAFKA_TOPIC_ATTRIBUTE,
     MAX_MESSAGE_BYTES, TIMESTAMP_TYPES, PubSubLiteSinkConverter, PubSubMessagePb,
 )
+from connectors.transforms.columnar import ColumnarChain
 
 # (a raw PubSubMessage, its size in bytes), None for a record a transform dropped, or a bad record
 Outcome = Union[tuple, None, RecordError]
