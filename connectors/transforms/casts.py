@@ -15,12 +15,11 @@ from connectors.kafka_connect.data import (
     DATE, TIME, TIMESTAMP, Field as SchemaField, Schema, Struct, schemaless_type,
 )
 from connectors.kafka_connect.java_text import java_float_to_string, java_string
-from connectors.transforms.classes import CommaList, TransformConfig, kafka_transform
+from connectors.transforms.classes import CommaList, ReplaceNullWithDefault, TransformConfig, kafka_transform
 from connectors.transforms.java_forms import simple_date_format, simple_date_parser
 from connectors.transforms.record import ConnectRecord, TransformError
 from connectors.transforms.sides import Side, require_map, require_struct, struct_schema_like
 
-_REPLACE_NULL = "Kafka's key; fields carry no default value here, so a null stays null"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _DAY_MS = 86_400_000
 
@@ -40,7 +39,8 @@ def _cast_spec(items: tuple[str, ...]) -> dict[str, str]:
             raise ValueError(f"{item!r} is not field:type or type")
         target = parts[-1].strip().upper()
         if target not in _CAST_TO:
-            raise ValueError(f"cannot cast to {parts[-1].strip()!r}; the types are {', '.join(t.lower() for t in _CAST_TO)}")
+            types = ", ".join(t.lower() for t in _CAST_TO)
+            raise ValueError(f"cannot cast to {parts[-1].strip()!r}; the types are {types}")
         casts[_WHOLE if len(parts) == 1 else parts[0].strip()] = target
     if _WHOLE in casts and len(items) > 1:
         raise ValueError("a cast of the whole key or value (a type alone) must be the only item")
@@ -51,7 +51,7 @@ class CastKeys(TransformConfig):
     spec: CommaList = Field(alias="spec", description=(
         "field:type pairs (a comma list), or one type alone to cast the whole key or value; the types are int8, "
         "int16, int32, int64, float32, float64, boolean and string"))
-    replace_null_with_default: bool = Field(True, alias="replace.null.with.default", description=_REPLACE_NULL)
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("spec")
     @classmethod
@@ -200,7 +200,7 @@ class TimestampConverterKeys(TransformConfig):
                         description="a java.text.SimpleDateFormat pattern (UTC) for string timestamps, read or written")
     unix_precision: Literal["seconds", "milliseconds", "microseconds", "nanoseconds"] = Field(
         "milliseconds", alias="unix.precision", description="the unit of a unix timestamp, read or written")
-    replace_null_with_default: bool = Field(True, alias="replace.null.with.default", description=_REPLACE_NULL)
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @model_validator(mode="after")
     def _format_for_strings(self):

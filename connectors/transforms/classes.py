@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Protocol
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from connectors.transforms.record import ConnectRecord
 
@@ -27,8 +27,20 @@ def _comma_list(value: Any) -> Any:
     return value
 
 
-# A Kafka Connect LIST key.
+def _not_empty(items: tuple[str, ...]) -> tuple[str, ...]:
+    if not items:
+        raise ValueError("give at least one")
+    return items
+
+
+# A Kafka Connect LIST key; one that needs at least one item.
 CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list)]
+NonEmptyCommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list), AfterValidator(_not_empty)]
+# The key several of Kafka's transforms have (`= True`, its default).
+ReplaceNullWithDefault = Annotated[bool, Field(
+    alias="replace.null.with.default",
+    description="Kafka's key (true: a null field takes its schema's default); fields carry no default value here, "
+                "so a null stays null")]
 
 
 class Transformation(Protocol):

@@ -10,20 +10,15 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from connectors.kafka_connect.data import TIMESTAMP, Field as SchemaField, Schema, Struct
-from connectors.transforms.classes import CommaList, TransformConfig, kafka_transform
+from connectors.transforms.classes import (
+    CommaList, NonEmptyCommaList, ReplaceNullWithDefault, TransformConfig, kafka_transform,
+)
 from connectors.transforms.field_paths import SyntaxVersion, field_at, path_steps, value_in_map, value_in_struct
 from connectors.transforms.record import ConnectRecord, TransformError
 from connectors.transforms.sides import Side, require_map, require_struct, struct_schema_like
 
-_REPLACE_NULL = ("Kafka's key (true: a null field takes its schema's default); fields carry no default value here, "
-                 "so a null stays null")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
-
-def _not_empty(items: tuple[str, ...]) -> tuple[str, ...]:
-    if not items:
-        raise ValueError("give at least one")
-    return items
 
 
 # --- InsertField -------------------------------------------------------------------------------------------------
@@ -39,7 +34,7 @@ class InsertFieldKeys(TransformConfig):
     static_field: str | None = Field(None, alias="static.field",
                                      description="a field for static.value, as topic.field")
     static_value: str | None = Field(None, alias="static.value", description="the static field's value")
-    replace_null_with_default: bool = Field(True, alias="replace.null.with.default", description=_REPLACE_NULL)
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @model_validator(mode="after")
     def _something_to_insert(self):
@@ -125,7 +120,7 @@ class ReplaceFieldKeys(TransformConfig):
     include: CommaList = Field((), alias="include",
                                description="fields to keep, all others dropped (a comma list; empty: all)")
     renames: CommaList = Field((), alias="renames", description="old:new pairs (a comma list: foo:bar,abc:xyz)")
-    replace_null_with_default: bool = Field(True, alias="replace.null.with.default", description=_REPLACE_NULL)
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("renames")
     @classmethod
@@ -167,12 +162,11 @@ class ReplaceField:
 
 # --- MaskField ---------------------------------------------------------------------------------------------------
 class MaskFieldKeys(TransformConfig):
-    fields: CommaList = Field(alias="fields", description="the fields to mask (a comma list)")
+    fields: NonEmptyCommaList = Field(alias="fields", description="the fields to mask (a comma list)")
     replacement: str | None = Field(
         None, alias="replacement", min_length=1,
         description="what a masked number or string becomes (default: 0, false, an empty string, list or map)")
-    replace_null_with_default: bool = Field(True, alias="replace.null.with.default", description=_REPLACE_NULL)
-    _given = field_validator("fields")(_not_empty)
+    replace_null_with_default: ReplaceNullWithDefault = True
 
 
 def _masked_empty(value: Any) -> Any:
@@ -232,9 +226,9 @@ class MaskField:
 
 # --- ValueToKey --------------------------------------------------------------------------------------------------
 class ValueToKeyKeys(TransformConfig):
-    fields: CommaList = Field(alias="fields", description="the value's fields that make the new key (a comma list)")
-    replace_null_with_default: bool = Field(True, alias="replace.null.with.default", description=_REPLACE_NULL)
-    _given = field_validator("fields")(_not_empty)
+    fields: NonEmptyCommaList = Field(alias="fields",
+                                      description="the value's fields that make the new key (a comma list)")
+    replace_null_with_default: ReplaceNullWithDefault = True
 
 
 class ValueToKey:
@@ -267,7 +261,7 @@ class ExtractFieldKeys(TransformConfig):
         "V1", alias="field.syntax.version",
         description="V1: `field` is a top-level name; V2: a dotted path into nested fields (`a.b`; a name with a dot "
                     "in backticks)")
-    replace_null_with_default: bool = Field(True, alias="replace.null.with.default", description=_REPLACE_NULL)
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @field_validator("field_syntax_version", mode="before")
     @classmethod

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from connectors.transforms.classes import CommaList, TransformConfig, kafka_transform
+from connectors.transforms.classes import NonEmptyCommaList, ReplaceNullWithDefault, TransformConfig, kafka_transform
 from connectors.transforms.java_forms import parse_literal
 from connectors.transforms.record import ConnectRecord, Header, TransformError
 from connectors.transforms.sides import Side, require_map, require_struct, struct_schema_like
 
-
-def _not_empty(items: tuple[str, ...]) -> tuple[str, ...]:
-    if not items:
-        raise ValueError("give at least one")
-    return items
 
 
 class InsertHeaderKeys(TransformConfig):
@@ -37,8 +32,8 @@ class InsertHeader:
 
 
 class DropHeadersKeys(TransformConfig):
-    headers: CommaList = Field(alias="headers", description="the names of the headers to remove (a comma list)")
-    _given = field_validator("headers")(_not_empty)
+    headers: NonEmptyCommaList = Field(alias="headers",
+                                       description="the names of the headers to remove (a comma list)")
 
 
 class DropHeaders:
@@ -50,14 +45,13 @@ class DropHeaders:
 
 
 class HeaderFromKeys(TransformConfig):
-    fields: CommaList = Field(alias="fields", description="the fields whose values become headers (a comma list)")
-    headers: CommaList = Field(alias="headers", description="the header names, one per field, in the same order")
+    fields: NonEmptyCommaList = Field(alias="fields",
+                                      description="the fields whose values become headers (a comma list)")
+    headers: NonEmptyCommaList = Field(alias="headers",
+                                       description="the header names, one per field, in the same order")
     operation: Literal["move", "copy"] = Field(
         alias="operation", description="`move` removes the fields from the key or value; `copy` keeps them")
-    replace_null_with_default: bool = Field(
-        True, alias="replace.null.with.default",
-        description="Kafka's key; fields carry no default value here, so a null stays null")
-    _given = field_validator("fields", "headers")(_not_empty)
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @model_validator(mode="after")
     def _one_header_per_field(self):

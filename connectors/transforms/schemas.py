@@ -7,7 +7,7 @@ import dataclasses
 from pydantic import Field, model_validator
 
 from connectors.kafka_connect.data import Struct
-from connectors.transforms.classes import TransformConfig, kafka_transform
+from connectors.transforms.classes import ReplaceNullWithDefault, TransformConfig, kafka_transform
 from connectors.transforms.record import ConnectRecord, TransformError
 from connectors.transforms.sides import Side, require_schema
 
@@ -15,9 +15,7 @@ from connectors.transforms.sides import Side, require_schema
 class SetSchemaMetadataKeys(TransformConfig):
     schema_name: str | None = Field(None, alias="schema.name", description="the schema's new name")
     schema_version: int | None = Field(None, alias="schema.version", description="the schema's new version")
-    replace_null_with_default: bool = Field(
-        True, alias="replace.null.with.default",
-        description="Kafka's key; fields carry no default value here, so a null stays null")
+    replace_null_with_default: ReplaceNullWithDefault = True
 
     @model_validator(mode="after")
     def _something_to_set(self):
