@@ -44,19 +44,25 @@ class PubSubLiteSourceConverter:
             partition = self._next % self.kafka_partition_count
             self._next += 1
         # As the reference: the key is optional BYTES, the value required BYTES (a JsonConverter envelope shows it).
-        made = ConnectRecord(self.kafka_topic, partition, OPTIONAL_BYTES, key, BYTES, bytes(message.data),
-                             record_timestamp_ms(sequenced))
-        converted = source_record(self.transforms, made, attribute_headers(message),
-                                  lambda k, v: Header(k, OPTIONAL_BYTES, v))
-        if converted is None:
-            return None
-        connect, headers = converted
+        made = (self.kafka_topic, partition, OPTIONAL_BYTES, key, BYTES, bytes(message.data),
+                record_timestamp_ms(sequenced))
+        headers = attribute_headers(message)
+        if self.transforms is not None:  # the record is made only for them, off the hot path of plain bridges
+            converted = source_record(self.transforms, ConnectRecord(*made), headers, _bytes_header)
+            if converted is None:
+                return None
+            made, headers = converted[0][:7], converted[1]
+        topic, partition, key_schema, key, value_schema, value, timestamp = made
         return LiteRecord(
-            key=self.key_converter.from_connect(connect.key_schema, connect.key, connect.topic),
-            value=self.value_converter.from_connect(connect.value_schema, connect.value, connect.topic),
-            timestamp_ms=connect.timestamp, partition=connect.partition,
-            headers=headers, topic=connect.topic if connect.topic != self.kafka_topic else None,
+            key=self.key_converter.from_connect(key_schema, key, topic),
+            value=self.value_converter.from_connect(value_schema, value, topic),
+            timestamp_ms=timestamp, partition=partition, headers=headers,
+            topic=topic if topic != self.kafka_topic else None,
         )
+
+
+def _bytes_header(key: str, value: bytes) -> Header:
+    return Header(key, OPTIONAL_BYTES, value)
 
 
 def record_timestamp_ms(sequenced) -> int:
