@@ -7,6 +7,8 @@ versions are pinned in the pom files and go.sum beside this module.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
 import hashlib
 import shutil
 import subprocess
@@ -15,7 +17,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from bridgectl.paths import STACK_FILES, cache_dir
 
@@ -24,6 +26,31 @@ PROGRESS_EVERY_S = 15
 
 class MissingToolError(RuntimeError):
     pass
+
+
+_held = threading.local()
+F = TypeVar("F", bound=Callable)
+
+
+def one_fetch_at_a_time(fetch: F) -> F:
+    """Processes fetch into the cache one at a time (an exclusive lock on .cache/.fetch.lock, held by the first
+    fetch of a process and taken over by the fetches it calls): the suite's two workers on a fresh clone would
+    otherwise both write one `.partial` folder (and Maven's local repository). The one that waited finds the thing
+    fetched."""
+    @functools.wraps(fetch)
+    def serialized(*args, **kwargs):
+        if getattr(_held, "lock", False):
+            return fetch(*args, **kwargs)
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        with open(cache_dir() / ".fetch.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            _held.lock = True
+            try:
+                return fetch(*args, **kwargs)
+            finally:
+                _held.lock = False
+                fcntl.flock(handle, fcntl.LOCK_UN)
+    return serialized  # type: ignore[return-value]
 
 
 @contextlib.contextmanager
@@ -76,6 +103,7 @@ def _copy_maven_dependencies(what: str, pom: Path, target: Path, transitive: boo
     partial.rename(target)
 
 
+@one_fetch_at_a_time
 def kafka_server_jars() -> Path:
     """Folder with the Apache Kafka broker's classpath."""
     target = cache_dir() / "kafka-libs"
@@ -85,6 +113,7 @@ def kafka_server_jars() -> Path:
     return target
 
 
+@one_fetch_at_a_time
 def pulsar_jars() -> Path:
     """Folder with an Apache Pulsar standalone's classpath (about 235 MB)."""
     target = cache_dir() / "pulsar-libs"
@@ -94,6 +123,7 @@ def pulsar_jars() -> Path:
     return target
 
 
+@one_fetch_at_a_time
 def schema_registry_app() -> Path:
     """Apicurio Registry's runner jar (a Confluent-API Schema Registry; the archive is about 140 MB)."""
     target = cache_dir() / "apicurio-registry"
@@ -113,6 +143,7 @@ def schema_registry_app() -> Path:
     return runner
 
 
+@one_fetch_at_a_time
 def kafka_connect_jars() -> Path:
     """Folder with a Kafka Connect standalone worker's classpath (the benchmark's reference rows)."""
     target = cache_dir() / "kafka-connect-libs"
@@ -121,6 +152,7 @@ def kafka_connect_jars() -> Path:
     return target
 
 
+@one_fetch_at_a_time
 def kafka_transforms_jars() -> Path:
     """Apache Kafka's single message transforms with JsonConverter (the reference of the transforms' differential
     test)."""
@@ -131,6 +163,7 @@ def kafka_transforms_jars() -> Path:
     return target
 
 
+@one_fetch_at_a_time
 def kafka_connect_3_jars() -> Path:
     """Kafka Connect 3.9's classpath: the released Java Lite source (1.3.3) calls a ConsumerRecord constructor that
     Kafka 4 removed (NoSuchMethodError on a 4.x worker), so its reference row runs on a 3.9 worker."""
@@ -140,6 +173,7 @@ def kafka_connect_3_jars() -> Path:
     return target
 
 
+@one_fetch_at_a_time
 def pubsub_java_connector_plugin() -> Path:
     """A Kafka Connect plugin folder holding the released Java Pub/Sub connector (63 MB, shaded)."""
     target = cache_dir() / "pubsub-java-connector"
@@ -149,6 +183,7 @@ def pubsub_java_connector_plugin() -> Path:
     return target
 
 
+@one_fetch_at_a_time
 def spark_kafka_jars() -> Path:
     """Folder with Spark Structured Streaming's Kafka source and its clients (bench.streaming_shapes only)."""
     target = cache_dir() / "spark-sql-kafka-libs"
@@ -158,6 +193,7 @@ def spark_kafka_jars() -> Path:
     return target
 
 
+@one_fetch_at_a_time
 def pstest_binary() -> Path:
     """Google's pstest fake Pub/Sub server, built from our small Go main."""
     source = STACK_FILES / "pstest"
@@ -182,6 +218,7 @@ PROMETHEUS_WEB_DEBS = ("fonts-glyphicons-halflings", "libjs-bootstrap", "libjs-b
                        "libjs-moment-timezone", "libjs-mustache", "libjs-popper.js", "libjs-rickshaw")
 
 
+@one_fetch_at_a_time
 def prometheus_root() -> Path:
     """A folder holding Debian's Prometheus as its package lays it out (`usr/bin/prometheus`, `usr/bin/promtool`,
     the web UI under `usr/share/prometheus/web` with the scripts it links to under `usr/share/javascript`),

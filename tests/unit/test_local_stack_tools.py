@@ -94,3 +94,33 @@ def test_a_first_run_step_says_what_it_does_while_it_does_it(monkeypatch, capsys
     assert lines[0] == "fetching the broker's jars from Maven Central (first run only) ..."
     assert lines[1].startswith("  ... still fetching the broker's jars from Maven Central: ")
     assert lines[-1].startswith("  done fetching the broker's jars from Maven Central in ")
+
+
+def test_two_processes_fetch_into_the_cache_one_at_a_time_and_a_fetch_may_call_another(tmp_path):
+    """The suite's two workers on a fresh clone both start a stack: their fetches must not write one folder at once."""
+    import subprocess
+    import sys
+    import textwrap
+
+    program = textwrap.dedent(f"""
+        import time
+        from bridgectl.fetch import one_fetch_at_a_time
+
+        @one_fetch_at_a_time
+        def inner():
+            return time.time()
+
+        @one_fetch_at_a_time
+        def outer():
+            started = time.time()
+            time.sleep(0.5)
+            inner()  # taken over, not waited for: no deadlock
+            print(started, time.time())
+        outer()
+    """)
+    env = {**os.environ, "BRIDGE_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.Popen([sys.executable, "-c", program], env=env, stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    spans = sorted(tuple(map(float, run.communicate(timeout=30)[0].split())) for run in runs)
+    assert all(run.returncode == 0 for run in runs)
+    assert spans[0][1] <= spans[1][0]  # the second began after the first had ended
