@@ -11,7 +11,6 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from connectors.errors import RecordError
-from connectors.transforms.catalog import find_predicate, find_transform
 from connectors.transforms.classes import PredicateClass, TransformClass, TransformConfig, Transformation
 from connectors.transforms.record import ConnectRecord
 from connectors.transforms.sides import Side
@@ -132,6 +131,8 @@ def _own_keys(keys: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def _load_predicates(keys: Mapping[str, Any], problems: list[str]) -> dict[str, PredicateStage | None]:
+    from connectors.transforms.catalog import find_predicate  # the classes are imported by a bridge that has a chain
+
     loaded: dict[str, PredicateStage | None] = {}
     for alias in _aliases(keys, PREDICATES, problems):
         prefix = f"{PREDICATES}.{alias}."
@@ -155,6 +156,8 @@ def _load_predicates(keys: Mapping[str, Any], problems: list[str]) -> dict[str, 
 
 def _load_stage(alias: str, keys: Mapping[str, Any], predicates: dict[str, PredicateStage | None],
                 problems: list[str]) -> Stage | None:
+    from connectors.transforms.catalog import find_transform
+
     prefix = f"{TRANSFORMS}.{alias}."
     own = _own_keys(keys, prefix)
     class_name = own.pop("type", None)
