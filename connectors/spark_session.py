@@ -10,6 +10,7 @@ support (mapInArrow, createDataFrame, the Kafka source), so it runs unchanged in
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from typing import Protocol
@@ -45,6 +46,7 @@ def get_spark_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    _start_the_jvm_without_python_in_the_child()
     # Executors' Python workers must import this project and reach loopback servers.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -59,6 +61,23 @@ def get_spark_session(
     for key, value in {**ENGINE_CONF, **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _popen_in_its_own_process_group(command, **kwargs) -> subprocess.Popen:
+    kwargs.pop("preexec_fn", None)
+    return subprocess.Popen(command, process_group=0, **kwargs)
+
+
+def _start_the_jvm_without_python_in_the_child() -> None:
+    """pyspark starts a classic session's JVM with a `preexec_fn` that ignores Ctrl-C: Python code run in the forked
+    child before exec, which Python's subprocess documentation calls unsafe in a process with threads, and which was
+    seen to abort the child ("Fatal Python error: Aborted" in threading._after_fork, in a test worker with gRPC and
+    Kafka client threads: JAVA_GATEWAY_EXITED). A JVM in a process group of its own is as deaf to a terminal's Ctrl-C
+    and the child runs no Python; the JVM still ends when this process does (it exits at the end of its stdin).
+    pyspark has no option for it, so its module's Popen is replaced."""
+    from pyspark import java_gateway
+
+    java_gateway.Popen = _popen_in_its_own_process_group
 
 
 class SessionIdStore(Protocol):

@@ -60,9 +60,24 @@ def spark_cluster(stack) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def spark(stack):
+    from pyspark.errors import PySparkRuntimeError
+
     from resources.spark import SparkResource
 
-    return SparkResource().session()
+    try:
+        return SparkResource().session()
+    except PySparkRuntimeError as exc:
+        # Seen once in CI (JAVA_GATEWAY_EXITED on one worker, every later test of it erred): say what the machine had.
+        raise RuntimeError(f"the classic Spark session did not start: {exc}; {_machine_state()}") from exc
+
+
+def _machine_state() -> str:
+    import tempfile
+
+    available = next((line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemAvailable:")), "?")
+    free_tmp = shutil.disk_usage(tempfile.gettempdir()).free
+    return f"memory available {int(available) // 1024 if available != '?' else '?'} MiB, " \
+           f"{free_tmp // 2**20} MiB free in {tempfile.gettempdir()}, load {os.getloadavg()[0]:.1f}"
 
 
 # The fault-injection tests' counts (tests/faults): each test's row travels in its report's user_properties, so

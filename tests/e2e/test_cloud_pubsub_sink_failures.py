@@ -152,6 +152,7 @@ def test_a_run_killed_mid_batch_loses_nothing(stack, tmp_path, unique):
     assert 0 < len(received) < len(expected)
 
     # The killed run recorded nothing; the next run re-reads the whole range.
-    subprocess.run(command, env=env, check=True, capture_output=True)
+    again = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
     received += [m.data for m in drain(subscription)]
     assert set(received) == {v.strip(b'"') for v in expected}

@@ -1,5 +1,6 @@
 """Spark's Python workers run without Spark's archives on sys.path (connectors/spark_worker_daemon.py),
-on the classic engine and on the warm Spark Connect server, and import pyspark from site-packages."""
+on the classic engine and on the warm Spark Connect server, and import pyspark from site-packages; the classic
+engine's JVM starts in a process group of its own."""
 
 from __future__ import annotations
 
@@ -49,3 +50,12 @@ def test_warm_engine_workers(spark_remote):
     done = subprocess.run([sys.executable, "-c", script, spark_remote], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     check(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_the_classic_sessions_jvm_is_started_in_a_process_group_of_its_own(spark):
+    """So that its forked child runs no Python before exec (pyspark's preexec_fn did, and aborted once in a test
+    worker full of threads), while a terminal's Ctrl-C to this process's group still does not reach it."""
+    import os
+
+    jvm = spark.sparkContext._gateway.proc
+    assert os.getpgid(jvm.pid) == jvm.pid != os.getpgid(0)
