@@ -3,38 +3,23 @@ sharing a continuous run) with its job and keeper."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from dagster import ConfigurableResource, Definitions, in_process_executor
+from dagster import Definitions, in_process_executor
 
 from bridge_assets.factory import bridge_ends, build_bridge_assets
 from bridge_assets.lineage import external_specs
 from connectors.bridges_file import load_bridges
 from jobs import build_bridge_job, build_host_job, host_job_name, job_name
 from jobs.lite_migration import lite_migration_job
+from jobs.position_reset import position_reset_job
 from resources import default_resources
+from resources.on_demand import SystemsOnDemand
 from sensors import build_bridge_sensor, build_host_keeper
-
-
-class _SystemsOnDemand:
-    """The shared resources a plugin's lineage lookup names (a subscription's topic is asked of Pub/Sub or
-    Lite), each initialized on first use: the others may lack settings that only their runs need."""
-
-    def __init__(self, resources: dict[str, ConfigurableResource]):
-        self._resources, self._initialized = resources, {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name not in self._resources:
-            raise AttributeError(name)
-        if name not in self._initialized:
-            self._initialized[name] = self._resources[name].process_config_and_initialize()
-        return self._initialized[name]
 
 
 def build_definitions(bridges_file: str | None = None) -> Definitions:
     bridges = load_bridges(bridges_file)
     resources = default_resources()
-    systems = _SystemsOnDemand(resources)
+    systems = SystemsOnDemand(resources)
     ends = [bridge_ends(b, systems) for b in bridges]
     hosts: dict[str, list] = {}
     for bridge in bridges:
@@ -43,7 +28,7 @@ def build_definitions(bridges_file: str | None = None) -> Definitions:
     return Definitions(
         assets=[*build_bridge_assets(bridges, ends), *external_specs(ends)],
         jobs=[*(build_bridge_job(b) for b in bridges), *(build_host_job(h, m) for h, m in hosts.items()),
-              lite_migration_job],
+              lite_migration_job, position_reset_job],
         sensors=[*(build_bridge_sensor(b, job_name(b)) for b in bridges),
                  *(build_host_keeper(h, m, host_job_name(h)) for h, m in hosts.items())],
         resources=resources,

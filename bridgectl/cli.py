@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bridgectl.bridges_cli import bridges
@@ -32,7 +33,7 @@ DAGSTER_DEV_SUPERSEDED = "ignore:Function `dev_command` is superseded"
 
 
 def _fail(message: str) -> None:
-    say(f"[red]error:[/red] {message}")
+    say(f"[red]error:[/red] {escape(message)}")  # a message may hold brackets ("[topic:]partition"): not markup
     sys.exit(1)
 
 

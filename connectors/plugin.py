@@ -70,6 +70,22 @@ class Stream(Protocol):
 
 
 @dataclass(frozen=True)
+class Place:
+    """One partition of a bridge's source: where the bridge stands beside where the source starts and ends."""
+
+    source: str  # the topic or subscription read
+    partition: int
+    recorded: int | None  # the next offset the recorded position names; None: nothing recorded for it yet
+    next: int  # where the next run starts: `recorded`, else where the connector's initial rule puts it
+    start: int | None  # the oldest offset the source still keeps; None: the source does not say
+    end: int  # where the source ends now
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.next)
+
+
+@dataclass(frozen=True)
 class Position:
     """How a connector's position is recorded as JSON in the bridge's latest materialization, the one source
     of truth for resuming."""
@@ -77,6 +93,23 @@ class Position:
     metadata_key: str
     to_json: Callable[[Any], Any]
     from_json: Callable[[Any], Any]  # also given None (nothing recorded yet)
+    # How the position is shown and moved against its source, for `bridgectl bridges offsets`; None: it is not.
+    source: SourcePlaces | None = None
+
+
+PartitionKey = tuple[str, int]  # (source, partition), as a Place names it
+
+
+@dataclass(frozen=True)
+class SourcePlaces:
+    """A position against its source: shown per partition and moved by a reset (admin calls, never consuming)."""
+
+    places: Callable[[Systems, Bridge, Any], tuple[Place, ...]]  # the partitions beside a recorded position
+    moved: Callable[[Any, dict[PartitionKey, int]], Any]  # the position with these partitions' next offsets
+    # The first offset at or after a time (epoch ms) per partition, the end where there is none; None: not by time.
+    offsets_at: Callable[[Systems, Bridge, int], dict[PartitionKey, int]] | None = None
+    # After a reset: moves the copy of the position kept elsewhere (Kafka Connect's group) to the new one.
+    mirror: Callable[[Systems, Bridge, Any], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -227,6 +227,23 @@ class KafkaAdmin:
     def start_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
         return self._list_offsets(partitions, OffsetSpec.earliest())
 
+    @retry_transient
+    def offsets_at_time(self, partitions: dict[str, list[int]], epoch_ms: int) -> Offsets:
+        """Per partition the first offset whose record's timestamp is at or after `epoch_ms`, the end offset where
+        there is none (Kafka's ListOffsets by timestamp, as `kafka-consumer-groups --to-datetime`)."""
+        request = {TopicPartition(t, p): OffsetSpec.for_timestamp(epoch_ms) for t, ps in partitions.items() for p in ps}
+        result: Offsets = {t: {} for t in partitions}
+        missing: dict[str, list[int]] = {}
+        for tp, future in self._admin.list_offsets(request, request_timeout=ADMIN_TIMEOUT_S).items():
+            offset = future.result().offset
+            if offset >= 0:
+                result[tp.topic][tp.partition] = offset
+            else:  # no record at or after the time
+                missing.setdefault(tp.topic, []).append(tp.partition)
+        for topic, ends in self.end_offsets(missing).items():
+            result[topic].update(ends)
+        return result
+
     def consumer_groups(self) -> list[str]:
         """Every consumer group the cluster knows."""
         return sorted(g.group_id for g in self._admin.list_consumer_groups().result(ADMIN_TIMEOUT_S).valid)

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 from connectors import endpoints
 from connectors.endpoints import Endpoint
 from connectors.kafka.latency import LATENCY_FIELDS
-from connectors.plugin import BatchReport, ReportKeys, Position, Signal, Systems, Table, Waiting
+from connectors.plugin import (
+    BatchReport, PartitionKey, Place, Position, ReportKeys, Signal, SourcePlaces, Systems, Table, Waiting,
+)
 
 if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
     from connectors.plugin import Bridge
@@ -25,8 +27,46 @@ def _offsets_to_json(offsets: Offsets) -> dict:
     return {t: {str(p): o for p, o in sorted(ps.items())} for t, ps in sorted(offsets.items())}
 
 
+def _kafka_places(systems: Systems, bridge: Bridge, position: Offsets) -> tuple[Place, ...]:
+    """Each partition of the bridge's topics: the recorded offset, where the next run starts (as a batch plans it:
+    past a part a killed run delivered, and where `batch.initial_offsets` puts a partition never recorded), the
+    oldest offset kept and the end (the last stable offset under read_committed)."""
+    from connectors.kafka.delivered import past_delivered
+
+    config, recorded = bridge.config, position or {}
+    admin = systems.kafka.admin()
+    partitions = admin.partitions(config.topic_list() or None, config.topics_regex)
+    plan = admin.plan_batch(partitions, past_delivered(admin, bridge.consumer_group, partitions, recorded), 0,
+                            bridge.batch.initial_offsets, bridge.consumer_group, config.isolation_level)
+    starts = admin.start_offsets(partitions)
+    return tuple(Place(topic, partition, recorded.get(topic, {}).get(partition), plan.next_offsets[topic][partition],
+                       starts[topic][partition], plan.end_offsets[topic][partition])
+                 for topic in sorted(partitions) for partition in sorted(partitions[topic]))
+
+
+def _kafka_moved(position: Offsets, moves: dict[PartitionKey, int]) -> Offsets:
+    moved = {topic: dict(parts) for topic, parts in (position or {}).items()}
+    for (topic, partition), offset in moves.items():
+        moved.setdefault(topic, {})[partition] = offset
+    return moved
+
+
+def _kafka_offsets_at(systems: Systems, bridge: Bridge, epoch_ms: int) -> dict[PartitionKey, int]:
+    config, admin = bridge.config, systems.kafka.admin()
+    found = admin.offsets_at_time(admin.partitions(config.topic_list() or None, config.topics_regex), epoch_ms)
+    return {(topic, partition): offset for topic, parts in found.items() for partition, offset in parts.items()}
+
+
+def _kafka_mirror(systems: Systems, bridge: Bridge, position: Offsets) -> None:
+    """Kafka Connect's group (`connect-<name>`) to the new position, committed without our metadata: a run then
+    starts from the recorded position, not from a delivered part past it (delivered.past_delivered)."""
+    systems.kafka.admin().commit_group(bridge.consumer_group, {
+        (topic, partition): offset for topic, parts in position.items() for partition, offset in parts.items()})
+
+
 # Next offset to read per topic-partition.
-KAFKA_OFFSETS = Position("kafka_offsets", _offsets_to_json, _offsets_from_json)
+KAFKA_OFFSETS = Position("kafka_offsets", _offsets_to_json, _offsets_from_json, source=SourcePlaces(
+    places=_kafka_places, moved=_kafka_moved, offsets_at=_kafka_offsets_at, mirror=_kafka_mirror))
 
 
 def kafka_source_label(config) -> str:

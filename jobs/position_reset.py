@@ -1,0 +1,173 @@
+"""Resetting a bridge's position: the plan (each partition's place now and after, what it replays or skips) and, when
+executed, the new position recorded as an observation of the bridge's asset (the newest recorded position is where
+the next run starts) with the old one beside it for an undo. Only while no run holds the bridge's lease, which the
+reset holds while it writes, as Kafka Connect's offsets API (KIP-875) acts only on a stopped connector.
+
+`bridgectl bridges offsets NAME --reset ... --execute` runs this job in the command's process against the deployment's
+instance; the UI's Launchpad runs the same job (dry run by default: its plan as a table on the run)."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from dagster import (
+    AssetKey, AssetObservation, Config, DagsterEventType, DagsterInstance, DagsterRunStatus, Failure, MetadataValue,
+    OpExecutionContext, RunsFilter, TableColumn, TableRecord, TableSchema, in_process_executor, job, op,
+)
+from pydantic import Field
+
+from asset_metadata import position_record
+from connectors.bridges_file import load_bridges
+from connectors.config.common import ExactlyOnceKeys
+from connectors.plugin import Bridge, Systems
+from connectors.position_reset import PlannedMove, ResetRefused, ResetTarget, plan_reset
+from resources.lease import BridgeBusy, BridgeLease, BridgeLeaseResource
+
+POSITION_RESET_JOB = "bridge_position_reset"
+RESET_TAG = "bridge-position-reset"  # the bridge whose position a run of the job resets
+RESET_METADATA = "position_reset"  # on the observation: the positions before and after, who asked and why
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    bridge: str
+    before: Any  # the recorded position now
+    after: Any  # the position the reset records
+    moves: tuple[PlannedMove, ...]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"source": m.source, "partition": m.partition, "now": m.now, "new": m.new, "replays": m.replays,
+                 "skips": m.skips} for m in self.moves]
+
+
+def resettable(bridge: Bridge) -> None:
+    """Raises ResetRefused when the bridge's position cannot be reset, saying why."""
+    position = bridge.plugin.position
+    if position is None or position.source is None:
+        raise ResetRefused(f"bridge {bridge.name}: {bridge.connector} keeps no position of its own to reset "
+                           f"({bridge.plugin.route(bridge)})")
+    if isinstance(bridge.config, ExactlyOnceKeys) and bridge.config.exactly_once:
+        raise ResetRefused(f"bridge {bridge.name}: a reset under exactly.once.support=required is not built yet (its "
+                           "position is also kept in its Kafka transactions)")
+
+
+def plan_position_reset(instance: DagsterInstance, bridge: Bridge, systems: Systems,
+                        target: ResetTarget | None) -> ResetPlan:
+    """What a reset to `target` (None: undo the last reset) would do; raises ResetRefused naming what is wrong."""
+    resettable(bridge)
+    position = bridge.plugin.position
+    source, secret_bridge = position.source, bridge.with_secrets()
+    before = position_record(instance, AssetKey(bridge.name), position).value
+    places = source.places(systems, secret_bridge, before)
+    if target is None:  # undo: each partition the position before the last reset names, back to its offset there
+        earlier = source.places(systems, secret_bridge, last_reset_before(instance, bridge))
+        offsets = {f"{p.source}:{p.partition}": p.recorded for p in earlier if p.recorded is not None}
+        if not offsets:
+            raise ResetRefused(f"bridge {bridge.name}: before its last reset nothing was recorded; nothing to put back")
+        target = ResetTarget(to="offsets", offsets=offsets)
+    offsets_at = None
+    if source.offsets_at is not None:
+        offsets_at = lambda epoch_ms: source.offsets_at(systems, secret_bridge, epoch_ms)  # noqa: E731
+    moves = plan_reset(places, target, offsets_at)
+    after = source.moved(before, {(m.source, m.partition): m.new for m in moves})
+    return ResetPlan(bridge.name, before, after, moves)
+
+
+def last_reset_before(instance: DagsterInstance, bridge: Bridge) -> Any:
+    """The position from before the bridge's last executed reset; ResetRefused when it never had one."""
+    records = instance.get_run_records(RunsFilter(job_name=POSITION_RESET_JOB, tags={RESET_TAG: bridge.name},
+                                                  statuses=[DagsterRunStatus.SUCCESS]), limit=100)
+    for record in records:
+        for entry in instance.all_logs(record.dagster_run.run_id, of_type=DagsterEventType.ASSET_OBSERVATION):
+            observation = entry.asset_observation
+            if observation is not None and RESET_METADATA in observation.metadata:
+                return bridge.plugin.position.from_json(observation.metadata[RESET_METADATA].value["before"])
+    raise ResetRefused(f"bridge {bridge.name}: no reset to undo (none was executed)")
+
+
+def _table(rows: list[dict[str, Any]]) -> MetadataValue:
+    columns = [TableColumn("source", "string"), *(TableColumn(name, "int") for name in
+                                                  ("partition", "now", "new", "replays", "skips"))]
+    return MetadataValue.table([TableRecord(row) for row in rows], TableSchema(columns=columns))
+
+
+class PositionResetConfig(Config):
+    bridge: str = Field(description="the bridge whose position moves (stopped: no run may hold its lease)")
+    to: Literal["earliest", "latest", "datetime", "shift", "offsets", "undo"] = Field(
+        description="earliest, latest, datetime (`at`), shift (`shift_by`), offsets (`offsets`), or undo: the "
+                    "position from before the last executed reset")
+    at: str | None = Field(None, description="for datetime: an ISO 8601 time (UTC unless it names a zone)")
+    shift_by: int | None = Field(None, description="for shift: records forward (negative: replay)")
+    offsets: dict[str, int] = Field(default_factory=dict, description="for offsets: source:partition (or partition) "
+                                                                      "-> the next offset to read")
+    partitions: list[str] = Field(default_factory=list, description="only these partitions (all when empty)")
+    clamp: bool = Field(False, description="move an offset outside what the source keeps to its nearest end")
+    execute: bool = Field(False, description="do it; false (the default) only shows the plan")
+    reason: str = Field("", description="why, kept with the reset in the asset's history")
+
+    def target(self) -> ResetTarget | None:
+        if self.to == "undo":
+            return None
+        at = datetime.fromisoformat(self.at) if self.at else None
+        return ResetTarget(to=self.to, at=at, shift_by=self.shift_by, offsets=self.offsets,
+                           partitions=tuple(self.partitions), clamp=self.clamp)
+
+
+@op(description="Plan a bridge's position reset and, with execute, record it", required_resource_keys={
+    "kafka", "pubsublite", "bridge_lease"})
+def reset_bridge_position(context: OpExecutionContext, config: PositionResetConfig) -> None:
+    bridges = {b.name: b for b in load_bridges()}
+    if config.bridge not in bridges:
+        raise Failure(description=f"no bridge named {config.bridge!r}; there are: {', '.join(sorted(bridges))}")
+    bridge, instance = bridges[config.bridge], context.instance
+    lease = None
+    try:
+        if config.execute:
+            lease_resource: BridgeLeaseResource = context.resources.bridge_lease
+            lease = BridgeLease.acquire(instance, bridge.name, context.run_id, lease_resource.timing())
+        plan = plan_position_reset(instance, bridge, context.resources, config.target())
+        metadata: dict[str, Any] = {"plan": _table(plan.rows()),
+                                    "replays": sum(m.replays for m in plan.moves),
+                                    "skips": sum(m.skips for m in plan.moves)}
+        if config.execute:
+            # The run is found by its tag for an undo, however it was launched (the CLI, the Launchpad).
+            instance.add_run_tags(context.run_id, {RESET_TAG: bridge.name})
+            record_reset(context, bridge, plan, config)
+        context.add_output_metadata(metadata)
+    except BridgeBusy as exc:
+        raise Failure(description=f"bridge {bridge.name} is running (run {exc.holder_run_id}): stop it first "
+                                  f"(bridgectl bridges stop {bridge.name}, or its sensor off in the UI) and let that "
+                                  "run end; nothing was changed") from None
+    except ResetRefused as exc:
+        raise Failure(description=f"{exc}; nothing was changed") from None
+    finally:
+        if lease is not None:
+            lease.release(free_slot=True)
+
+
+def record_reset(context: OpExecutionContext, bridge: Bridge, plan: ResetPlan, config: PositionResetConfig) -> None:
+    """The Connect group first (the place a run would otherwise resume past), then the recorded position."""
+    position = bridge.plugin.position
+    if position.source.mirror is not None:
+        position.source.mirror(context.resources, bridge.with_secrets(), plan.after)
+    lag_key = bridge.plugin.keys.lag
+    places = position.source.places(context.resources, bridge.with_secrets(), plan.after)
+    metadata: dict[str, MetadataValue] = {
+        position.metadata_key: MetadataValue.json(position.to_json(plan.after)),
+        RESET_METADATA: MetadataValue.json({
+            "before": position.to_json(plan.before), "after": position.to_json(plan.after), "to": config.to,
+            "reason": config.reason, "replays": sum(m.replays for m in plan.moves),
+            "skips": sum(m.skips for m in plan.moves), "moves": plan.rows()}),
+    }
+    if lag_key is not None:
+        metadata[lag_key] = MetadataValue.int(sum(p.lag for p in places))
+    context.log_event(AssetObservation(asset_key=AssetKey(bridge.name), metadata=metadata))
+    context.log.info(f"{bridge.name}: position reset ({config.to}) recorded: replays "
+                     f"{sum(m.replays for m in plan.moves):,}, skips {sum(m.skips for m in plan.moves):,}"
+                     + (f"; reason: {config.reason}" if config.reason else ""))
+
+
+@job(name=POSITION_RESET_JOB, executor_def=in_process_executor,
+     description="Show or reset a bridge's position (bridgectl bridges offsets NAME --reset); dry run by default")
+def position_reset_job() -> None:
+    reset_bridge_position()

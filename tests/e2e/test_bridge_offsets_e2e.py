@@ -1,0 +1,244 @@
+"""`bridgectl bridges offsets NAME` as an operator runs it: the recorded position per partition beside where the
+source starts and ends, from the bridge's Dagster instance and the source's admin APIs, before and after a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.e2e.helpers import (
+    PROJECT, cli_run, cloud_source_bridges_file, create_pubsub_topic, drain, interrupt, kafka_admin,
+    produce_to_partition, sink_bridges_file, wait,
+)
+from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite
+
+pytestmark = pytest.mark.e2e
+BRIDGECTL = os.path.join(os.path.dirname(sys.executable), "bridgectl")
+
+
+def offsets(env: dict[str, str], bridges: str, name: str, *options: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([BRIDGECTL, "bridges", "offsets", name, "--file", bridges, *options], env=env,
+                          capture_output=True, text=True, timeout=120)
+    # Dagster's own note on a DAGSTER_HOME without dagster.yaml (this test's), which a deployment's home has.
+    done.stderr = "".join(line for line in done.stderr.splitlines(keepends=True)
+                          if not line.startswith("No dagster instance configuration file"))
+    return done
+
+
+def offsets_json(env: dict[str, str], bridges: str, name: str) -> dict:
+    done = offsets(env, bridges, name, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def by_partition(document: dict) -> dict[int, dict]:
+    return {place["partition"]: place for place in document["places"]}
+
+
+def kafka_values(topic: str) -> list[str]:
+    """Every record of a one-partition topic, sorted."""
+    end = kafka_admin().end_offsets({topic: [0]})[topic][0]
+    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "offsets-test",
+                         "enable.auto.commit": False, "log_level": 3})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values, deadline = [], time.monotonic() + 60
+    while len(values) < end and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            values.append(message.value().decode())
+    consumer.close()
+    return sorted(values)
+
+
+def materialize(command: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_a_sink_shows_its_place_per_partition_before_and_after_a_run(stack, spark_remote, tmp_path, unique):
+    topic, name = f"offs-{unique}", f"offs_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    create_pubsub_topic(topic)
+    produce_to_partition(topic, 0, [f"a{i}" for i in range(7)])
+    produce_to_partition(topic, 1, [f"b{i}" for i in range(3)])
+    bridges = sink_bridges_file(tmp_path, name, topic)
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+
+    before = offsets_json(env, bridges, name)
+    assert before["recorded_at"] is None and before["run_id"] is None
+    assert {p: (x["recorded"], x["next"], x["start"], x["end"], x["lag"]) for p, x in by_partition(before).items()} \
+        == {0: (None, 0, 0, 7, 7), 1: (None, 0, 0, 3, 3)}
+    assert before["lag"] == 10 and before["unit"] == "records"
+    assert {x["source"] for x in before["places"]} == {topic}
+
+    materialize(command, env)
+    produce_to_partition(topic, 0, ["late"])
+    after = offsets_json(env, bridges, name)
+    assert {p: (x["recorded"], x["next"], x["end"], x["lag"]) for p, x in by_partition(after).items()} \
+        == {0: (7, 7, 8, 1), 1: (3, 3, 3, 0)}
+    assert after["lag"] == 1
+    assert after["run_id"] and abs(after["recorded_at"] - time.time()) < 300
+
+    table = offsets(env, bridges, name)
+    assert table.returncode == 0, table.stderr
+    assert f"by run {after['run_id']}" in table.stdout and "lag 1 records" in table.stdout
+    assert topic in table.stdout
+
+
+def test_the_lite_source_shows_its_cursors_and_the_cloud_source_says_who_keeps_its_place(stack, tmp_path, unique):
+    topic_id, name = f"offs-lite-{unique}", f"offs_lite_{unique}"
+    topic, subscription = create_lite_topic(topic_id, partitions=2)
+    publish_lite(topic, [{"data": f"m{i}".encode(), "ordering_key": "k"} for i in range(4)])
+    bridges = lite_bridges_file(tmp_path, name, "PubSubLiteSourceConnector", {
+        "pubsublite.subscription": subscription.name, "kafka.topic": f"from-lite-{unique}"})
+    _, env = cli_run(tmp_path, bridges, name)
+    document = offsets_json(env, bridges, name)
+    assert document["unit"] == "messages" and document["lag"] == 4
+    assert sorted((x["recorded"], x["next"], x["start"], x["end"]) for x in document["places"]) \
+        == [(None, 0, None, 0), (None, 0, None, 4)]  # one ordering key: one partition
+    assert {x["source"] for x in document["places"]} == {str(subscription)}
+
+    cloud_dir = tmp_path / "cloud"
+    cloud_dir.mkdir()
+    pubsub_topic = f"offs-cps-{unique}"
+    source = cloud_source_bridges_file(cloud_dir, "offs_cps", create_pubsub_topic(pubsub_topic), pubsub_topic)
+    said = offsets(env, source, "offs_cps")
+    assert said.returncode == 0, said.stderr
+    assert "CloudPubSubSourceConnector keeps no position of its own" in said.stderr
+    assert said.stdout == ""
+
+
+def test_an_unknown_bridge_and_an_unreachable_source_each_get_one_line(stack, tmp_path, unique):
+    topic, name = f"offs-bad-{unique}", f"offs_bad_{unique}"
+    bridges = sink_bridges_file(tmp_path, name, topic)
+    _, env = cli_run(tmp_path, bridges, name)
+
+    unknown = offsets(env, bridges, "no_such_bridge")
+    assert unknown.returncode == 1
+    assert unknown.stderr.strip().splitlines() == [
+        f"error: no bridge named 'no_such_bridge' in {bridges}; there are: {name}"]
+
+    unreachable = offsets({**env, "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9"}, bridges, name)
+    assert unreachable.returncode == 1
+    [line] = unreachable.stderr.strip().splitlines()
+    assert line.startswith(f"error: bridge {name}: reading where its source starts and ends failed")
+
+
+def reset(env: dict[str, str], bridges: str, name: str, *options: str) -> subprocess.CompletedProcess:
+    return offsets(env, bridges, name, "--reset", *options)
+
+
+def reset_moves(env: dict[str, str], bridges: str, name: str, *options: str) -> dict:
+    done = reset(env, bridges, name, *options, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def arrived(subscription: str) -> list[str]:
+    return sorted(m.data.decode() for m in drain(subscription))
+
+
+def test_a_reset_to_a_time_replays_exactly_the_records_since_a_shift_skips_and_undo_puts_it_back(
+        stack, spark_remote, tmp_path, unique):
+    topic, name = f"reset-{unique}", f"reset_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    produce_to_partition(topic, 0, [f"old-{i}" for i in range(10)])
+    time.sleep(1.5)
+    since = datetime.now(timezone.utc).isoformat()
+    time.sleep(0.5)
+    produce_to_partition(topic, 0, [f"new-{i}" for i in range(10)])
+    bridges = sink_bridges_file(tmp_path, name, topic)
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    materialize(command, env)
+    assert len(arrived(subscription)) == 20
+
+    dry = reset_moves(env, bridges, name, "--to-datetime", since)
+    assert dry["executed"] is False and dry["moves"] == [
+        {"source": topic, "partition": 0, "now": 20, "new": 10, "replays": 10, "skips": 0}]
+    assert by_partition(offsets_json(env, bridges, name))[0]["recorded"] == 20  # a dry run changes nothing
+
+    done = reset_moves(env, bridges, name, "--to-datetime", since, "--execute", "--reason", "a consumer lost data")
+    assert done["executed"] is True and done["moves"][0]["new"] == 10
+    shown = offsets_json(env, bridges, name)
+    assert (by_partition(shown)[0]["recorded"], shown["lag"], shown["run_id"]) == (10, 10, done["run_id"])
+    materialize(command, env)
+    assert arrived(subscription) == sorted(f"new-{i}" for i in range(10))
+
+    produce_to_partition(topic, 0, [f"late-{i}" for i in range(6)])
+    refused = reset(env, bridges, name, "--shift-by", "9", "--execute")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {topic}:0: offset 29 is outside what the source keeps (0..26); --clamp moves it to the nearest; "
+        f"nothing was changed"]
+    assert reset_moves(env, bridges, name, "--shift-by", "2", "--execute")["moves"][0]["skips"] == 2
+    materialize(command, env)
+    assert arrived(subscription) == [f"late-{i}" for i in range(2, 6)]
+
+    undone = reset_moves(env, bridges, name, "--undo", "--execute")
+    assert undone["moves"] == [{"source": topic, "partition": 0, "now": 26, "new": 20, "replays": 6, "skips": 0}]
+    materialize(command, env)
+    assert arrived(subscription) == [f"late-{i}" for i in range(6)]
+
+
+def test_a_running_bridge_refuses_a_reset_and_a_connector_without_a_position_has_none(
+        stack, spark_remote, tmp_path, unique):
+    topic, name = f"reset-run-{unique}", f"reset_run_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    subscription = create_pubsub_topic(topic)
+    produce_to_partition(topic, 0, ["first"])
+    bridges = tmp_path / "bridges.yaml"
+    bridges.write_text(yaml.safe_dump({"bridges": [{
+        "name": name, "connector": "CloudPubSubSinkConnector", "mode": "continuous", "continuous": {"host": None},
+        "config": {"topics": topic, "cps.project": PROJECT, "cps.topic": topic,
+                   "value.converter": "org.apache.kafka.connect.storage.StringConverter"}}]}))
+    command, env = cli_run(tmp_path, str(bridges), name, {"BRIDGE_SPARK_REMOTE": spark_remote}, always_on=True)
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        received: list[str] = []
+        wait(lambda: bool(received.extend(arrived(subscription)) or received) or run.poll() is not None,
+             "the always-on run delivered")
+        assert run.poll() is None
+        refused = reset(env, str(bridges), name, "--to-earliest", "--execute")
+        assert refused.returncode == 1
+        [line] = refused.stderr.strip().splitlines()
+        assert line.startswith(f"error: bridge {name} is running (run ") and "stop it first" in line \
+            and "nothing was changed" in line
+        dry = reset(env, str(bridges), name, "--to-earliest")
+        assert dry.returncode == 0 and "holds it now" in dry.stderr
+    finally:
+        interrupt(run)
+
+    cloud_dir = tmp_path / "cloud"
+    cloud_dir.mkdir()
+    source = cloud_source_bridges_file(cloud_dir, "reset_cps", create_pubsub_topic(f"reset-cps-{unique}"), topic)
+    none = reset(env, source, "reset_cps", "--to-latest")
+    assert none.returncode == 1
+    assert "CloudPubSubSourceConnector keeps no position of its own to reset" in none.stderr
+
+
+def test_the_lite_source_is_reset_to_an_offset_and_replays_from_it(stack, spark_remote, tmp_path, unique):
+    topic_id, name, kafka_topic = f"reset-lite-{unique}", f"reset_lite_{unique}", f"from-reset-lite-{unique}"
+    kafka_admin().create_topic(kafka_topic, partitions=1)
+    topic, subscription = create_lite_topic(topic_id, partitions=1)
+    publish_lite(topic, [{"data": f"m{i}".encode()} for i in range(6)])
+    bridges = lite_bridges_file(tmp_path, name, "PubSubLiteSourceConnector", {
+        "pubsublite.subscription": subscription.name, "kafka.topic": kafka_topic})
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    materialize(command, env)
+    assert kafka_values(kafka_topic) == [f"m{i}" for i in range(6)]
+
+    done = reset_moves(env, bridges, name, "--to-offset", "0=2", "--execute")
+    assert done["moves"] == [{"source": str(subscription), "partition": 0, "now": 6, "new": 2, "replays": 4,
+                              "skips": 0}]
+    materialize(command, env)
+    assert kafka_values(kafka_topic) == sorted([f"m{i}" for i in range(6)] + [f"m{i}" for i in range(2, 6)])
