@@ -136,8 +136,8 @@ def reset_bridge_position(context: OpExecutionContext, config: PositionResetConf
         context.add_output_metadata(metadata)
     except BridgeBusy as exc:
         raise Failure(description=f"bridge {bridge.name} is running (run {exc.holder_run_id}): stop it first "
-                                  f"(bridgectl bridges stop {bridge.name}, or its sensor off in the UI) and let that "
-                                  "run end; nothing was changed") from None
+                                  f"(bridgectl bridges stop {bridge.name}, or its sensor off in the UI): a batch lets "
+                                  "go when it ends, an always-on run at its next commit; nothing was changed") from None
     except ResetRefused as exc:
         raise Failure(description=f"{exc}; nothing was changed") from None
     finally:
