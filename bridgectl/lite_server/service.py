@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import grpc
 from google.cloud.pubsublite_v1 import types
-from google.protobuf import empty_pb2
+from google.longrunning import operations_pb2
+from google.protobuf import empty_pb2, timestamp_pb2
 
 from bridgectl.lite_server.store import LiteError, LiteStore
 
@@ -66,6 +67,21 @@ async def _first(requests: AsyncIterator, field_name: str):
 
 
 # --- admin -------------------------------------------------------------------------------------------
+def _or_head(offset: int | None, log) -> int:
+    return log.head if offset is None else offset
+
+
+def _done_operation(target: str, verb: str, started, response) -> operations_pb2.Operation:
+    """A long-running operation that is already done, so a client's `result()` needs no Operations service."""
+    metadata = _pb(types.OperationMetadata)(target=target, verb=verb, create_time=started)
+    metadata.end_time.GetCurrentTime()
+    operation = operations_pb2.Operation(name=f"{target.split('/subscriptions/')[0]}/operations/{verb}-"
+                                              f"{started.ToNanoseconds()}", done=True)
+    operation.metadata.Pack(metadata)
+    operation.response.Pack(response)
+    return operation
+
+
 def admin_handlers(store: LiteStore) -> grpc.GenericRpcHandler:
     t = types
 
@@ -82,6 +98,23 @@ def admin_handlers(store: LiteStore) -> grpc.GenericRpcHandler:
     def delete_subscription(request):
         store.delete_subscription(request.name)
         return empty_pb2.Empty()
+
+    def seek_subscription(request):
+        target = request.WhichOneof("target")
+        if target == "named_target" and request.named_target == t.SeekSubscriptionRequest.NamedTarget.TAIL:
+            offset_of = lambda log: log.first_offset  # noqa: E731
+        elif target == "named_target" and request.named_target == t.SeekSubscriptionRequest.NamedTarget.HEAD:
+            offset_of = lambda log: log.head  # noqa: E731
+        elif target == "time_target":
+            by_publish = request.time_target.WhichOneof("time") == "publish_time"
+            stamp = request.time_target.publish_time if by_publish else request.time_target.event_time
+            offset_of = lambda log: _or_head(log.time_cursor(stamp.ToNanoseconds(), by_publish), log)  # noqa: E731
+        else:
+            raise LiteError(grpc.StatusCode.INVALID_ARGUMENT, "A seek needs a named target (HEAD or TAIL) or a time.")
+        started = timestamp_pb2.Timestamp()
+        started.GetCurrentTime()
+        store.seek_subscription(request.name, offset_of)
+        return _done_operation(request.name, "seek", started, _pb(t.SeekSubscriptionResponse)())
 
     methods = {
         "CreateTopic": (lambda r: store.create_topic(r.parent, r.topic_id, r.topic), t.CreateTopicRequest, t.Topic),
@@ -102,6 +135,7 @@ def admin_handlers(store: LiteStore) -> grpc.GenericRpcHandler:
         "UpdateSubscription": (lambda r: store.update_subscription(r.subscription, list(r.update_mask.paths)),
                                t.UpdateSubscriptionRequest, t.Subscription),
         "DeleteSubscription": (delete_subscription, t.DeleteSubscriptionRequest, None),
+        "SeekSubscription": (seek_subscription, t.SeekSubscriptionRequest, None),
     }
     return grpc.method_handlers_generic_handler(
         f"{PACKAGE}.AdminService", {name: _unary(*spec) for name, spec in methods.items()})
@@ -399,12 +433,9 @@ def topic_stats_handlers(store: LiteStore) -> grpc.GenericRpcHandler:
         by_publish = request.target.WhichOneof("time") == "publish_time"
         target = (request.target.publish_time if by_publish else request.target.event_time).ToNanoseconds()
         response = _pb(types.ComputeTimeCursorResponse)()
-        for message in log.messages:
-            stamp = message.publish_time if by_publish else (
-                message.message.event_time if message.message.HasField("event_time") else message.publish_time)
-            if stamp.ToNanoseconds() >= target:
-                response.cursor.offset = message.cursor.offset
-                break
+        offset = log.time_cursor(target, by_publish)
+        if offset is not None:  # else the cursor stays unset, as the service says "no such message"
+            response.cursor.offset = offset
         return response
 
     return grpc.method_handlers_generic_handler(f"{PACKAGE}.TopicStatsService", {

@@ -56,6 +56,16 @@ class PartitionLog:
             size += message.size_bytes
         return out
 
+    def time_cursor(self, target_ns: int, by_publish: bool = True) -> int | None:
+        """The offset of the first message at or after a time (its event time when not `by_publish`, else its publish
+        time); None when there is none."""
+        for message in self.messages:
+            stamp = message.publish_time if by_publish or not message.message.HasField("event_time") \
+                else message.message.event_time
+            if stamp.ToNanoseconds() >= target_ns:
+                return message.cursor.offset
+        return None
+
     def wake(self) -> None:
         for event in self.waiters:
             event.set()
@@ -295,6 +305,16 @@ class LiteStore:
     def _set_cursor(self, subscription: str, partition: int, offset: int) -> None:
         self.cursors[(subscription, partition)] = offset
         self._db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (subscription, partition, offset))
+
+    def seek_subscription(self, name: str, offset_of) -> None:
+        """Every partition's committed cursor to `offset_of(log)`, as Lite's out-of-band seek does for a subscription
+        with no subscriber online (one that is online keeps reading where it is until it reconnects)."""
+        subscription = self.subscription(name)
+        logs = [(p, self.subscription_log(name, p)) for p in range(self.topic(subscription.topic).partition_config.count)]
+        self._db.execute("BEGIN")
+        for partition, log in logs:
+            self._set_cursor(name, partition, offset_of(log))
+        self._db.execute("COMMIT")
 
     def partition_cursors(self, subscription: str) -> list[tuple[int, int]]:
         self.subscription(subscription)

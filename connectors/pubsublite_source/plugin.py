@@ -7,32 +7,18 @@ from connectors import endpoints
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import kafka_topic_written
 from connectors.plugin import (
-    BatchReport, Bridge, ConnectorPlugin, PartitionKey, Place, Position, ReportKeys, Signal, SourcePlaces, Systems,
-    Waiting,
+    BatchReport, Bridge, ConnectorPlugin, Position, ReportKeys, Signal, SourcePlaces, Systems, Waiting,
 )
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
+from connectors.pubsublite_source.places import lite_mirror, lite_moved, lite_offsets_at, lite_places
 from connectors.pubsublite_source.report import cursors_to_json, lite_source_report
-
-
-def _lite_places(systems: Systems, bridge: Bridge, position) -> tuple[Place, ...]:
-    """Each partition of the subscription's topic: the recorded cursor, where the next run starts (the recorded
-    cursor, else the subscription's committed one) and the head; Lite does not say its oldest kept offset."""
-    from connectors.pubsublite_source.batch import lite_positions
-
-    config, recorded = bridge.config, position or {}
-    starts, heads = lite_positions(systems.pubsublite.connection_for(config), config, recorded)
-    source = str(config.subscription_path())
-    return tuple(Place(source, p, recorded.get(p), starts[p], None, heads[p]) for p in sorted(heads))
-
-
-def _lite_moved(position, moves: dict[PartitionKey, int]) -> dict[int, int]:
-    return {**(position or {}), **{partition: offset for (_, partition), offset in moves.items()}}
 
 
 # Next Lite offset to read per partition.
 LITE_CURSORS = Position("lite_cursors", cursors_to_json,
                         lambda value: {int(p): int(o) for p, o in (value or {}).items()},
-                        source=SourcePlaces(places=_lite_places, moved=_lite_moved))
+                        source=SourcePlaces(places=lite_places, moved=lite_moved, offsets_at=lite_offsets_at,
+                                            mirror=lite_mirror))
 
 
 def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:

@@ -103,7 +103,7 @@ def test_the_lite_source_shows_its_cursors_and_the_cloud_source_says_who_keeps_i
     document = offsets_json(env, bridges, name)
     assert document["unit"] == "messages" and document["lag"] == 4
     assert sorted((x["recorded"], x["next"], x["start"], x["end"]) for x in document["places"]) \
-        == [(None, 0, None, 0), (None, 0, None, 4)]  # one ordering key: one partition
+        == [(None, 0, 0, 0), (None, 0, 0, 4)]  # one ordering key: one partition
     assert {x["source"] for x in document["places"]} == {str(subscription)}
 
     cloud_dir = tmp_path / "cloud"
@@ -226,19 +226,41 @@ def test_a_running_bridge_refuses_a_reset_and_a_connector_without_a_position_has
     assert "CloudPubSubSourceConnector keeps no position of its own to reset" in none.stderr
 
 
-def test_the_lite_source_is_reset_to_an_offset_and_replays_from_it(stack, spark_remote, tmp_path, unique):
+def test_the_lite_source_is_reset_to_an_offset_and_a_time_and_its_subscription_cursor_moves_with_it(
+        stack, spark_remote, tmp_path, unique):
     topic_id, name, kafka_topic = f"reset-lite-{unique}", f"reset_lite_{unique}", f"from-reset-lite-{unique}"
     kafka_admin().create_topic(kafka_topic, partitions=1)
     topic, subscription = create_lite_topic(topic_id, partitions=1)
     publish_lite(topic, [{"data": f"m{i}".encode()} for i in range(6)])
+    time.sleep(1.5)
+    since = datetime.now(timezone.utc).isoformat()
+    time.sleep(0.5)
+    publish_lite(topic, [{"data": f"n{i}".encode()} for i in range(3)])
+    everything = [f"m{i}" for i in range(6)] + [f"n{i}" for i in range(3)]
     bridges = lite_bridges_file(tmp_path, name, "PubSubLiteSourceConnector", {
         "pubsublite.subscription": subscription.name, "kafka.topic": kafka_topic})
     command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     materialize(command, env)
-    assert kafka_values(kafka_topic) == [f"m{i}" for i in range(6)]
+    assert kafka_values(kafka_topic) == sorted(everything)
 
     done = reset_moves(env, bridges, name, "--to-offset", "0=2", "--execute")
-    assert done["moves"] == [{"source": str(subscription), "partition": 0, "now": 6, "new": 2, "replays": 4,
+    assert done["moves"] == [{"source": str(subscription), "partition": 0, "now": 9, "new": 2, "replays": 7,
                               "skips": 0}]
+    assert lite_committed(subscription) == {0: 2}  # the subscription's own cursor moved with the position
     materialize(command, env)
-    assert kafka_values(kafka_topic) == sorted([f"m{i}" for i in range(6)] + [f"m{i}" for i in range(2, 6)])
+    replayed = everything + everything[2:]
+    assert kafka_values(kafka_topic) == sorted(replayed)
+
+    assert reset_moves(env, bridges, name, "--to-datetime", since, "--execute")["moves"][0]["new"] == 6
+    materialize(command, env)
+    replayed += [f"n{i}" for i in range(3)]  # exactly the messages published since
+    assert kafka_values(kafka_topic) == sorted(replayed)
+
+    assert reset_moves(env, bridges, name, "--to-earliest")["moves"][0]["new"] == 0  # the oldest message kept
+
+
+def lite_committed(subscription) -> dict[int, int]:
+    from tests.e2e.lite_helpers import lite_connection
+
+    client = lite_connection().cursor_service(subscription.location.region)
+    return {c.partition: c.cursor.offset for c in client.list_partition_cursors(request={"parent": str(subscription)})}

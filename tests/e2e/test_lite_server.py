@@ -136,6 +136,36 @@ def test_flow_control_seek_and_stats_over_the_raw_stream(stack, unique):
     assert stats.message_count == 5 and stats.message_bytes > 0
 
 
+def test_seek_subscription_moves_the_committed_cursors_to_the_tail_a_time_or_the_head(stack, unique):
+    from datetime import datetime, timezone
+
+    from google.cloud.pubsublite.types import BacklogLocation, MessageMetadata, PublishTime
+
+    topic, subscription = create_lite_topic(f"srv-seek-{unique}", partitions=2)
+    publish_lite(topic, [{"data": f"a{i}".encode(), "ordering_key": "k"} for i in range(3)])
+    time.sleep(0.05)
+    between = datetime.now(timezone.utc)
+    time.sleep(0.05)
+    ids = publish_lite(topic, [{"data": f"b{i}".encode(), "ordering_key": "k"} for i in range(2)])
+    partition = MessageMetadata.decode(ids[0]).partition.value  # one ordering key: one partition
+    admin = lite_connection().admin(subscription.location.region)
+
+    def seek(target) -> dict[int, int]:
+        operation = admin.seek_subscription(subscription, target)
+        operation.result(timeout=10)  # Google's client waits on the long-running operation
+        assert operation.metadata.verb == "seek" and operation.metadata.target == str(subscription)
+        return _committed(subscription)
+
+    assert seek(BacklogLocation.END) == {partition: 5, 1 - partition: 0}
+    assert seek(BacklogLocation.BEGINNING) == {partition: 0, 1 - partition: 0}
+    assert seek(PublishTime(datetime.now(timezone.utc))) == {partition: 5, 1 - partition: 0}  # none after: the head
+    assert seek(PublishTime(between)) == {partition: 3, 1 - partition: 0}
+    (received,) = _receive(subscription, 2)
+    assert sorted(m.data for m in received) == [b"b0", b"b1"]  # a subscriber starts where the seek put the cursors
+    with pytest.raises(exceptions.NotFound, match="not found"):
+        admin.seek_subscription(str(subscription) + "-nope", BacklogLocation.END)
+
+
 def test_errors_name_what_is_wrong(stack, unique):
     topic, subscription = create_lite_topic(f"srv-err-{unique}", partitions=2)
     with pytest.raises(exceptions.AlreadyExists):
