@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from connectors import endpoints
-from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, kafka_source_label, kafka_topics_read, partitions_table
+from connectors.kafka.plugin_parts import KAFKA_LAG, kafka_source_label, kafka_topics_read, partitions_table
 from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
+from connectors.s3_block_gzip_sink.places import ARCHIVE_OFFSETS
 
 if TYPE_CHECKING:  # Spark, Arrow and boto3 are imported by runs, not by the code location's load
     from connectors.s3_block_gzip_sink.batch import ArchiveBatchResult
@@ -102,7 +103,7 @@ CONNECTOR = ConnectorPlugin(
     route=_route,
     run_batch=_run_batch,
     open_stream=_open_stream,
-    position=KAFKA_OFFSETS,
+    position=ARCHIVE_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
     writes=lambda bridge: (endpoints.s3_prefix(bridge.config.s3_bucket, bridge.config.key_prefix()),),

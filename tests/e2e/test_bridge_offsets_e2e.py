@@ -18,7 +18,7 @@ from tests.e2e.helpers import (
     PROJECT, cli_run, cloud_source_bridges_file, create_pubsub_topic, drain, interrupt, kafka_admin,
     produce_to_partition, sink_bridges_file, wait,
 )
-from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite
+from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_lite_partition
 
 pytestmark = pytest.mark.e2e
 BRIDGECTL = os.path.join(os.path.dirname(sys.executable), "bridgectl")
@@ -264,3 +264,60 @@ def lite_committed(subscription) -> dict[int, int]:
 
     client = lite_connection().cursor_service(subscription.location.region)
     return {c.partition: c.cursor.offset for c in client.list_partition_cursors(request={"parent": str(subscription)})}
+
+
+def test_the_lite_sink_the_archive_and_the_kafka_sink_each_replay_exactly_the_records_since_a_time(
+        stack, spark_remote, tmp_path, unique):
+    import gzip
+
+    import boto3
+
+    topic = f"reset-sinks-{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    lite_topic, lite_subscription = create_lite_topic(topic, partitions=1)
+    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    s3.create_bucket(Bucket=topic)
+    strings = {"value.converter": "org.apache.kafka.connect.storage.StringConverter"}  # the Kafka sink copies bytes
+    sinks = {
+        f"lite_{unique}": ("PubSubLiteSinkConnector", {**strings, "pubsublite.project": lite_topic.project,
+                                                       "pubsublite.location": str(lite_topic.location),
+                                                       "pubsublite.topic": topic}),
+        f"arch_{unique}": ("S3BlockGzipSinkConnector", {**strings, "s3.bucket": topic, "s3.prefix": "arch",
+                                                        "s3.path_style": True}),
+        f"repl_{unique}": ("KafkaSinkConnector", {"target.bootstrap.servers":
+                                                  os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]}),
+    }
+    bridges = tmp_path / "bridges.yaml"
+    bridges.write_text(yaml.safe_dump({"bridges": [
+        {"name": name, "connector": connector, "mode": "batch", "config": {"topics": topic, **keys}}
+        for name, (connector, keys) in sinks.items()]}))
+    produce_to_partition(topic, 0, [f"old-{i}" for i in range(10)])
+    time.sleep(1.5)
+    since = datetime.now(timezone.utc).isoformat()
+    time.sleep(0.5)
+    produce_to_partition(topic, 0, [f"new-{i}" for i in range(10)])
+    names = ",".join(sinks)
+    command, env = cli_run(tmp_path, str(bridges), names, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    materialize(command, env)
+
+    for name in sinks:
+        done = reset_moves(env, str(bridges), name, "--to-datetime", since, "--execute")
+        assert done["moves"] == [{"source": topic, "partition": 0, "now": 20, "new": 10, "replays": 10, "skips": 0}]
+    materialize(command, env)
+
+    once, twice = [f"old-{i}" for i in range(10)], [f"new-{i}" for i in range(10)] * 2
+    lite = read_lite_partition(lite_subscription, 0, 30)
+    assert sorted(m.message.data.decode() for m in lite) == sorted(once + twice)
+    replicated = Consumer({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "group.id": "offs",
+                           "log_level": 3})
+    replicated.assign([TopicPartition(topic, 0, 0)])
+    values = [m.value().decode() for m in replicated.consume(100, timeout=10) if m.error() is None]
+    replicated.close()
+    assert sorted(values) == sorted(once + twice)
+    # The archive wrote the replayed range again as a file of its own, starting at offset 10, and its cursor moved.
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=topic)["Contents"] if o["Key"].endswith(".gz"))
+    assert [key.rsplit("-", 1)[1] for key in keys] == ["000000000000.gz", "000000000010.gz"]
+    replay = gzip.decompress(s3.get_object(Bucket=topic, Key=keys[1])["Body"].read()).decode().splitlines()
+    assert replay == [f"new-{i}" for i in range(10)]
+    cursor = json.loads(s3.get_object(Bucket=topic, Key=f"arch/cursors/{topic}-00000.json")["Body"].read())
+    assert cursor["next_offset"] == 20
