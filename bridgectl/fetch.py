@@ -193,21 +193,55 @@ def spark_kafka_jars() -> Path:
     return target
 
 
+PSTEST_SOURCES = ("main.go", "go.mod", "go.sum", "patch/seek_and_snapshots.go")
+PSTEST_MODULE = "cloud.google.com/go/pubsub/v2"
+
+
 @one_fetch_at_a_time
 def pstest_binary() -> Path:
-    """Google's pstest fake Pub/Sub server, built from our small Go main."""
+    """Google's pstest fake Pub/Sub server, built from our small Go main, with our seek and snapshots in its package
+    (patch/seek_and_snapshots.go says why)."""
     source = STACK_FILES / "pstest"
-    digest = hashlib.sha256(b"".join((source / f).read_bytes() for f in ("main.go", "go.mod", "go.sum")))
+    digest = hashlib.sha256(b"".join((source / f).read_bytes() for f in PSTEST_SOURCES))
     binary = cache_dir() / "bin" / f"pstest-server-{digest.hexdigest()[:12]}"  # rebuilt when the source changes
     if not binary.exists():
         go = require_tool("go", "the Go toolchain, to build Google's pstest Pub/Sub emulator")
         binary.parent.mkdir(parents=True, exist_ok=True)
         with first_run_step("building pstest, Google's Pub/Sub fake (Go modules from the Go proxy)"):
-            result = subprocess.run([go, "build", "-o", str(binary), "."], cwd=STACK_FILES / "pstest",
-                                    capture_output=True, text=True)
+            build = _patched_pstest_source(go, source)
+            result = subprocess.run([go, "build", "-o", str(binary), "."], cwd=build, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError("building pstest failed: " + result.stderr.strip()[-800:])
     return binary
+
+
+def _patched_pstest_source(go: str, source: Path) -> Path:
+    """A build folder: our main, and beside it a copy of the pubsub module (the version go.mod pins, from Go's module
+    cache) whose pstest has its Seek replaced by ours, put in place with a `replace` line."""
+    import json
+
+    build = cache_dir() / "build" / "pstest"
+    shutil.rmtree(build, ignore_errors=True)
+    build.mkdir(parents=True)
+    for name in ("main.go", "go.mod", "go.sum"):
+        shutil.copy(source / name, build / name)
+    downloaded = subprocess.run([go, "mod", "download", "-json", PSTEST_MODULE], cwd=build, capture_output=True,
+                                text=True)
+    if downloaded.returncode != 0:
+        raise RuntimeError(f"downloading {PSTEST_MODULE} failed: " + downloaded.stderr.strip()[-800:])
+    module = build / "pubsub"
+    shutil.copytree(json.loads(downloaded.stdout)["Dir"], module)
+    for path in (module, *module.rglob("*")):
+        path.chmod(path.stat().st_mode | 0o200)  # Go's module cache is read-only
+    fake = module / "pstest" / "fake.go"
+    text = fake.read_text()
+    start = text.index("// Seek updates a subscription")
+    end = text.index("\n}\n", text.index("func (s *GServer) Seek(", start)) + 3
+    fake.write_text(text[:start] + text[end:])
+    shutil.copy(source / "patch" / "seek_and_snapshots.go", module / "pstest" / "seek_and_snapshots.go")
+    with (build / "go.mod").open("a") as go_mod:
+        go_mod.write(f"\nreplace {PSTEST_MODULE} => ./pubsub\n")
+    return build
 
 
 # Debian bookworm's Prometheus (2.42): a pinned version, so the stack's config and rules are checked against it.
