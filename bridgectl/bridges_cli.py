@@ -4,6 +4,7 @@ instance for the stats and the recorded positions; the shared systems' admin API
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -316,6 +317,8 @@ def stats(name: str | None, window_minutes: float, path: Path | None, as_json: b
                                                         "(negative: replay)")
 @click.option("--to-offset", "offsets", multiple=True, metavar="[T:]P=O", help="partition P (of topic or "
                                                                                "subscription T) to offset O; repeatable")
+@click.option("--to-snapshot", "snapshot", metavar="SNAPSHOT", help="a Cloud Pub/Sub source: to this snapshot of "
+                                                                    "its subscription's topic")
 @click.option("--partitions", metavar="[T:]P,...", help="only these partitions")
 @click.option("--clamp", is_flag=True, help="an offset outside what the source keeps moves to its nearest end")
 @click.option("--undo", is_flag=True, help="back to the position from before the last executed reset")
@@ -324,8 +327,8 @@ def stats(name: str | None, window_minutes: float, path: Path | None, as_json: b
 @_FILE
 @_JSON
 def offsets(name: str, reset: bool, to: str | None, at: str | None, duration: str | None, shift_by: int | None,
-            offsets: tuple[str, ...], partitions: str | None, clamp: bool, undo: bool, execute: bool, reason: str,
-            path: Path | None, as_json: bool) -> None:
+            offsets: tuple[str, ...], snapshot: str | None, partitions: str | None, clamp: bool, undo: bool,
+            execute: bool, reason: str, path: Path | None, as_json: bool) -> None:
     """The bridge's recorded position per partition beside where its source starts and ends, and the lag; with
     --reset, a move of it (a dry run unless --execute)."""
     from bridgectl.bridge_positions import bridge_places
@@ -334,7 +337,8 @@ def offsets(name: str, reset: bool, to: str | None, at: str | None, duration: st
     from resources.on_demand import SystemsOnDemand
 
     bridge = _bridge(path, name)
-    reset_config = _reset_config(name, reset, to, at, duration, shift_by, offsets, partitions, clamp, undo, reason)
+    reset_config = _reset_config(name, reset, to, at, duration, shift_by, offsets, snapshot, partitions, clamp, undo,
+                                 reason)
     client_logger().setLevel(logging.CRITICAL)  # a client that cannot connect fails the command in one line
     with _instance() as instance:
         if reset_config is not None:
@@ -346,7 +350,9 @@ def offsets(name: str, reset: bool, to: str | None, at: str | None, duration: st
         return
     if places.kept_by_source is not None:
         say(f"{name}: {bridge.connector} keeps no position of its own; its source keeps it by what it acknowledged "
-            f"({escape(places.kept_by_source)})")
+            f"({escape(places.kept_by_source)})"
+            + ("; a reset seeks the subscription (--to-datetime, --by-duration, --to-latest, --to-earliest, "
+               "--to-snapshot, --undo)" if bridge.plugin.seek is not None else ""))
         return
     recorded = ("nothing recorded yet: the next run starts where batch.initial_offsets "
                 f"({bridge.batch.initial_offsets}) puts it" if places.recorded_at is None else
@@ -364,7 +370,7 @@ def _offset_cell(offset: int | None) -> str:
 
 
 def _reset_config(name: str, reset: bool, to: str | None, at: str | None, duration: str | None, shift_by: int | None,
-                  offsets: tuple[str, ...], partitions: str | None, clamp: bool, undo: bool,
+                  offsets: tuple[str, ...], snapshot: str | None, partitions: str | None, clamp: bool, undo: bool,
                   reason: str) -> dict[str, Any] | None:
     """The position reset job's config from the options; None: no reset asked for. Bad options: one line."""
     from datetime import datetime, timedelta, timezone
@@ -372,12 +378,12 @@ def _reset_config(name: str, reset: bool, to: str | None, at: str | None, durati
     from pydantic import TypeAdapter, ValidationError
 
     ways = {"--to-earliest/--to-latest": to, "--to-datetime": at, "--by-duration": duration,
-            "--shift-by": shift_by, "--to-offset": offsets or None, "--undo": undo or None}
+            "--shift-by": shift_by, "--to-offset": offsets or None, "--to-snapshot": snapshot, "--undo": undo or None}
     given = [option for option, value in ways.items() if value is not None]
     if not given:
         if reset:
             raise BridgeConfigError("--reset: say where to, with one of --to-earliest, --to-latest, --to-datetime, "
-                                    "--by-duration, --shift-by, --to-offset or --undo")
+                                    "--by-duration, --shift-by, --to-offset, --to-snapshot or --undo")
         return None
     if len(given) > 1:
         raise BridgeConfigError(f"a reset goes one way: {' and '.join(given)} were both given")
@@ -406,6 +412,8 @@ def _reset_config(name: str, reset: bool, to: str | None, at: str | None, durati
             if not sep or not where or not offset.strip().lstrip("-").isdigit():
                 raise BridgeConfigError(f"--to-offset {pair!r}: expected [topic:]partition=offset")
             config["offsets"][where.strip()] = int(offset)
+    elif snapshot:
+        config["to"], config["snapshot"] = "snapshot", snapshot
     else:
         config["to"] = "undo"
     return config
@@ -416,7 +424,6 @@ def _reset(instance, bridge: Bridge, path: Path | None, config: dict[str, Any], 
     from jobs.position_reset import RESET_METADATA, PositionResetConfig, plan_position_reset, position_reset_job
     from connectors.position_reset import ResetRefused
     from resources import default_resources
-    from resources.lease import LeaseTiming, current_holder
     from resources.on_demand import SystemsOnDemand
 
     job_config = PositionResetConfig(**config, execute=execute)
@@ -425,6 +432,8 @@ def _reset(instance, bridge: Bridge, path: Path | None, config: dict[str, Any], 
     except ResetRefused as exc:
         raise BridgeConfigError(f"{exc}; nothing was changed") from None
     rows, run_id = plan.rows(), None
+    if plan.warning:
+        say(f"warning: {escape(plan.warning)}")
     if execute:
         if path is not None:
             os.environ["BRIDGES_FILE"] = str(path)  # the job reads the bridge from the bridges file, as the UI's does
@@ -440,7 +449,14 @@ def _reset(instance, bridge: Bridge, path: Path | None, config: dict[str, Any], 
             raise BridgeConfigError(f"{message} (run {result.run_id})")
         [observation] = [e.asset_observation_data.asset_observation for e in result.all_events
                          if e.event_type_value == "ASSET_OBSERVATION"]
-        rows, run_id = observation.metadata[RESET_METADATA].value["moves"], result.run_id
+        recorded = observation.metadata[RESET_METADATA].value
+        rows, run_id = recorded["moves"], result.run_id
+        if plan.seek is not None:  # the snapshot the run took (named when it ran)
+            plan = dataclasses.replace(plan, seek=dataclasses.replace(
+                plan.seek, snapshot_first=recorded["before"]["snapshot"]))
+    if plan.seek is not None:
+        _said_seek(bridge, plan.seek, execute, run_id, as_json, instance)
+        return
     if as_json:
         click.echo(json.dumps({"bridge": bridge.name, "executed": execute, "run_id": run_id, "moves": rows}, indent=2))
     else:
@@ -454,8 +470,28 @@ def _reset(instance, bridge: Bridge, path: Path | None, config: dict[str, Any], 
         say(f"{bridge.name}: position reset in run {run_id}: the next run replays {replays:,} and skips {skips:,}; "
             f"undo with: bridgectl bridges offsets {bridge.name} --undo --execute")
         return
-    holder = current_holder(instance, bridge.name, LeaseTiming())
-    running = holder is not None and holder.stale_because is None
     say(f"dry run: nothing changed (it would replay {replays:,} and skip {skips:,}); add --execute to do it"
-        + (f" once the bridge is stopped: run {holder.run_id} holds it now (bridgectl bridges stop {bridge.name})"
-           if running else ""))
+        + _once_stopped(instance, bridge))
+
+
+def _once_stopped(instance, bridge: Bridge) -> str:
+    """For a dry run's last line: the run that holds the bridge now, if one does."""
+    from resources.lease import LeaseTiming, current_holder
+
+    holder = current_holder(instance, bridge.name, LeaseTiming())
+    if holder is None or holder.stale_because is not None:
+        return ""
+    return f" once the bridge is stopped: run {holder.run_id} holds it now (bridgectl bridges stop {bridge.name})"
+
+
+def _said_seek(bridge: Bridge, seek, execute: bool, run_id: str | None, as_json: bool, instance) -> None:
+    """A Cloud Pub/Sub source's reset: the seek (there is no per-partition table: a subscription has no offsets)."""
+    if as_json:
+        click.echo(json.dumps({"bridge": bridge.name, "executed": execute, "run_id": run_id, "moves": [],
+                               "seek": dataclasses.asdict(seek)}, indent=2))
+    elif execute:
+        say(f"{bridge.name}: {escape(seek.describe())} in run {run_id}; undo with: bridgectl bridges offsets "
+            f"{bridge.name} --undo --execute")
+    else:
+        say(f"dry run: nothing changed (it would {escape(seek.describe())}); add --execute to do it"
+            + _once_stopped(instance, bridge))

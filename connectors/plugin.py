@@ -113,6 +113,19 @@ class SourcePlaces:
 
 
 @dataclass(frozen=True)
+class SubscriptionSeek:
+    """A source whose subscription keeps the place (Cloud Pub/Sub, by acks): a reset is the subscription's seek to a
+    time or to a snapshot, after a snapshot of where it is now, so that the reset can be undone."""
+
+    subscription: Callable[[Bridge], str]  # the subscription's path
+    snapshot_path: Callable[[Bridge, str], str]  # a snapshot id -> its path, in the subscription's project
+    retains_acked: Callable[[Systems, Bridge], bool]  # whether a seek back in time brings acked messages back too
+    take_snapshot: Callable[[Systems, Bridge, str], None]  # of the subscription now, at this path
+    seek_to_time: Callable[[Systems, Bridge, int], None]  # epoch ms
+    seek_to_snapshot: Callable[[Systems, Bridge, str], None]  # a snapshot path
+
+
+@dataclass(frozen=True)
 class Waiting:
     amount: int  # records or messages not moved yet (0: nothing to do)
     head: Any  # where the source's end is now; a new head means a new run request
@@ -178,6 +191,8 @@ class ConnectorPlugin:
     partition_order: Callable[[ConnectorConfig], str | None] = lambda config: PARTITION_ORDER_KEPT
     # The modes ("batch", "continuous") in which its config's exactly.once.support=required is built.
     exactly_once_modes: tuple[str, ...] = ()
+    # For a connector without a position of its own: how a reset seeks its subscription; None: it cannot.
+    seek: SubscriptionSeek | None = None
 
     def __post_init__(self) -> None:
         if self.signal is None and self.watcher is None and self.open_stream is None:

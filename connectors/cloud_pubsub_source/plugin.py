@@ -7,6 +7,7 @@ from __future__ import annotations
 from connectors import endpoints
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.report import source_report
+from connectors.cloud_pubsub_source.seek import CLOUD_SUBSCRIPTION_SEEK
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import kafka_topic_written
 from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
@@ -58,6 +59,7 @@ CONNECTOR = ConnectorPlugin(
     reads=_reads,
     writes=kafka_topic_written,
     exactly_once_modes=("batch",),
+    seek=CLOUD_SUBSCRIPTION_SEEK,
     keys=ReportKeys("messages", read="messages_pulled", delivered="records_written", lag=None,
                     rejected=("messages_dropped",),
                     counted=(("records_dropped", "messages_dropped"), ("bytes_written", "bytes_written"))),

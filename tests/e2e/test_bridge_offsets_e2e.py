@@ -113,6 +113,7 @@ def test_the_lite_source_shows_its_cursors_and_the_cloud_source_says_who_keeps_i
     said = offsets(env, source, "offs_cps")
     assert said.returncode == 0, said.stderr
     assert "CloudPubSubSourceConnector keeps no position of its own" in said.stderr
+    assert "a reset seeks the subscription" in said.stderr
     assert said.stdout == ""
 
 
@@ -189,7 +190,7 @@ def test_a_reset_to_a_time_replays_exactly_the_records_since_a_shift_skips_and_u
     assert arrived(subscription) == [f"late-{i}" for i in range(6)]
 
 
-def test_a_running_bridge_refuses_a_reset_and_a_connector_without_a_position_has_none(
+def test_a_running_bridge_refuses_a_reset_and_a_seek_that_cannot_bring_acked_messages_back_says_so(
         stack, spark_remote, tmp_path, unique):
     topic, name = f"reset-run-{unique}", f"reset_run_{unique}"
     kafka_admin().create_topic(topic, partitions=1)
@@ -221,9 +222,11 @@ def test_a_running_bridge_refuses_a_reset_and_a_connector_without_a_position_has
     cloud_dir = tmp_path / "cloud"
     cloud_dir.mkdir()
     source = cloud_source_bridges_file(cloud_dir, "reset_cps", create_pubsub_topic(f"reset-cps-{unique}"), topic)
-    none = reset(env, source, "reset_cps", "--to-latest")
-    assert none.returncode == 1
-    assert "CloudPubSubSourceConnector keeps no position of its own to reset" in none.stderr
+    dry = reset(env, source, "reset_cps", "--to-earliest")
+    assert dry.returncode == 0, dry.stderr
+    warning, plan = dry.stderr.strip().splitlines()
+    assert warning.startswith("warning: ") and "does not retain acked messages" in warning
+    assert plan.startswith(f"dry run: nothing changed (it would seek projects/{PROJECT}/subscriptions/reset-cps-")
 
 
 def test_the_lite_source_is_reset_to_an_offset_and_a_time_and_its_subscription_cursor_moves_with_it(
@@ -321,3 +324,53 @@ def test_the_lite_sink_the_archive_and_the_kafka_sink_each_replay_exactly_the_re
     assert replay == [f"new-{i}" for i in range(10)]
     cursor = json.loads(s3.get_object(Bucket=topic, Key=f"arch/cursors/{topic}-00000.json")["Body"].read())
     assert cursor["next_offset"] == 20
+
+
+def test_the_cloud_source_seeks_its_subscription_to_a_time_and_undo_seeks_to_the_snapshot_taken_before(
+        stack, spark_remote, tmp_path, unique):
+    from google.cloud import pubsub_v1
+
+    name, kafka_topic = f"seek_cps_{unique}", f"from-seek-cps-{unique}"
+    kafka_admin().create_topic(kafka_topic, partitions=1)
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    topic = publisher.topic_path(PROJECT, f"seek-cps-{unique}")
+    publisher.create_topic(name=topic)
+    subscription = subscriber.subscription_path(PROJECT, f"seek-cps-{unique}-sub")
+    subscriber.create_subscription(request={"name": subscription, "topic": topic, "retain_acked_messages": True})
+
+    def publish(values: list[str]) -> None:
+        for future in [publisher.publish(topic, value.encode()) for value in values]:
+            future.result(30)
+
+    publish([f"old-{i}" for i in range(5)])
+    time.sleep(1.5)
+    since = datetime.now(timezone.utc).isoformat()
+    time.sleep(0.5)
+    publish([f"new-{i}" for i in range(5)])
+    bridges = cloud_source_bridges_file(tmp_path, name, subscription, kafka_topic)
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    materialize(command, env)
+    delivered = [f"old-{i}" for i in range(5)] + [f"new-{i}" for i in range(5)]
+    assert kafka_values(kafka_topic) == sorted(delivered)
+
+    refused = reset(env, bridges, name, "--shift-by", "3", "--execute")
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines() == [
+        "error: --shift-by: Pub/Sub has no offsets: a Cloud Pub/Sub source seeks to --to-datetime, --by-duration, "
+        "--to-latest, --to-earliest, --to-snapshot or --undo; nothing was changed"]
+    dry = reset_moves(env, bridges, name, "--to-datetime", since)
+    assert dry["executed"] is False and dry["seek"]["subscription"] == subscription
+    assert dry["seek"]["to_time_ms"] == int(datetime.fromisoformat(since).timestamp() * 1000)
+
+    seek = reset_moves(env, bridges, name, "--to-datetime", since, "--execute", "--reason", "bad deploy")["seek"]
+    snapshot = seek["snapshot_first"]
+    assert snapshot.startswith(f"projects/{PROJECT}/snapshots/{name}-before-reset-")
+    undo = reset_moves(env, bridges, name, "--undo", "--execute")["seek"]
+    assert undo["to_snapshot"] == snapshot  # before any run: the replay is undone, nothing moves
+    materialize(command, env)
+    assert kafka_values(kafka_topic) == sorted(delivered)
+
+    redo = reset_moves(env, bridges, name, "--undo", "--execute")["seek"]  # an undo of the undo
+    assert redo["to_snapshot"] == undo["snapshot_first"]
+    materialize(command, env)
+    delivered += [f"new-{i}" for i in range(5)]  # exactly the messages published since
+    assert kafka_values(kafka_topic) == sorted(delivered)

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from connectors.plugin import Place
-from connectors.position_reset import ResetRefused, ResetTarget, plan_reset
+from connectors.position_reset import ResetRefused, ResetTarget, plan_reset, plan_seek
 
 PLACES = (Place("orders", 0, 40, 40, 10, 100), Place("orders", 1, None, 0, 0, 30))
 
@@ -60,3 +60,37 @@ def test_earliest_is_refused_where_the_source_does_not_say_its_oldest_offset():
     with pytest.raises(ResetRefused, match="does not say its oldest offset"):
         plan_reset(lite, ResetTarget(to="earliest"))
     assert moves(ResetTarget(to="offsets", offsets={"0": 0}), places=lite) == {0: (5, 0, 5, 0)}
+
+
+SUBSCRIPTION = "projects/p/subscriptions/orders"
+
+
+def seek(target: ResetTarget, now: datetime | None = None):
+    return plan_seek(target, SUBSCRIPTION, "projects/p/snapshots/before", lambda name: f"projects/p/snapshots/{name}",
+                     now)
+
+
+def test_a_subscription_seeks_to_a_time_to_now_to_the_epoch_or_to_a_snapshot():
+    now = datetime(2026, 11, 28, 12, 0, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 28, 9, 0, tzinfo=timezone.utc)
+    assert seek(ResetTarget(to="datetime", at=at), now).to_time_ms == int(at.timestamp() * 1000)
+    assert seek(ResetTarget(to="latest"), now).to_time_ms == int(now.timestamp() * 1000)
+    assert seek(ResetTarget(to="earliest"), now).to_time_ms == 0
+    planned = seek(ResetTarget(to="snapshot", snapshot="nightly"), now)
+    assert (planned.to_snapshot, planned.to_time_ms) == ("projects/p/snapshots/nightly", None)
+    assert planned.describe() == (f"seek {SUBSCRIPTION} to snapshot projects/p/snapshots/nightly, after taking "
+                                  "snapshot projects/p/snapshots/before")
+
+
+def test_a_subscription_has_no_offsets_partitions_or_future():
+    with pytest.raises(ResetRefused) as refused:
+        seek(ResetTarget(to="shift", shift_by=5, partitions=("0",), clamp=True))
+    assert str(refused.value).splitlines() == [
+        "--shift-by: Pub/Sub has no offsets: a Cloud Pub/Sub source seeks to --to-datetime, --by-duration, "
+        "--to-latest, --to-earliest, --to-snapshot or --undo",
+        "--partitions: a Pub/Sub subscription has no partitions; a seek moves all of it",
+        "--clamp: a Pub/Sub seek has nothing to clamp (any time and any snapshot of its topic go)"]
+    with pytest.raises(ResetRefused, match="is in the future"):
+        seek(ResetTarget(to="datetime", at=datetime.now(timezone.utc) + timedelta(hours=1)))
+    with pytest.raises(ResetRefused, match="only a Cloud Pub/Sub source seeks to a snapshot"):
+        plan_reset(PLACES, ResetTarget(to="snapshot", snapshot="nightly"))
