@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bridgectl.bridge_offsets_cli import offsets
 from bridgectl.bridges_cli import bridges
 from bridgectl.fetch import MissingToolError
 from bridgectl.lite_cli import lite
@@ -54,6 +55,7 @@ def main() -> None:
     """Kafka <-> Pub/Sub bridges as Dagster assets: local stack and demo."""
 
 
+bridges.add_command(offsets)  # here, not in bridges_cli: the offsets module uses bridges_cli's helpers
 main.add_command(bridges)
 main.add_command(lite)
 

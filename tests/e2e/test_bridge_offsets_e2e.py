@@ -180,6 +180,7 @@ def test_a_reset_to_a_time_replays_exactly_the_records_since_a_shift_skips_and_u
     assert refused.stderr.strip().splitlines() == [
         f"error: {topic}:0: offset 29 is outside what the source keeps (0..26); --clamp moves it to the nearest; "
         f"nothing was changed"]
+    assert reset_moves(env, bridges, name, "--shift-by", "9", "--clamp")["moves"][0]["new"] == 26  # to the end
     assert reset_moves(env, bridges, name, "--shift-by", "2", "--execute")["moves"][0]["skips"] == 2
     materialize(command, env)
     assert arrived(subscription) == [f"late-{i}" for i in range(2, 6)]
