@@ -110,6 +110,9 @@ class SourcePlaces:
     offsets_at: Callable[[Systems, Bridge, int], dict[PartitionKey, int]] | None = None
     # After a reset: moves the copy of the position kept elsewhere (Kafka Connect's group) to the new one.
     mirror: Callable[[Systems, Bridge, Any], None] | None = None
+    # Whether `mirror` also moves the position kept in Kafka transactions under exactly.once.support=required (a
+    # reset of a bridge whose connector does not is refused then: its runs would resume from the transactions).
+    moves_transactions: bool = False
 
 
 @dataclass(frozen=True)

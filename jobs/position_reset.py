@@ -48,9 +48,11 @@ def resettable(bridge: Bridge) -> None:
     if bridge.plugin.seek is None and (position is None or position.source is None):
         raise ResetRefused(f"bridge {bridge.name}: {bridge.connector} keeps no position of its own to reset "
                            f"({bridge.plugin.route(bridge)})")
-    if isinstance(bridge.config, ExactlyOnceKeys) and bridge.config.exactly_once:
-        raise ResetRefused(f"bridge {bridge.name}: a reset under exactly.once.support=required is not built yet (its "
-                           "position is also kept in its Kafka transactions)")
+    exactly_once = isinstance(bridge.config, ExactlyOnceKeys) and bridge.config.exactly_once
+    if exactly_once and (position is None or position.source is None or not position.source.moves_transactions):
+        raise ResetRefused(f"bridge {bridge.name}: a reset of a {bridge.connector} under exactly.once.support=required "
+                           "is not built yet (its Kafka transactions keep what it delivered, and a reset does not move "
+                           "them for this connector)")
 
 
 def plan_position_reset(instance: DagsterInstance, bridge: Bridge, systems: Systems,

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from connectors.endpoints import Endpoint
 from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
+    KAFKA_LAG, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
 )
 from connectors.kafka.sink_plugin import KafkaSink, sink_deliver
 from connectors.kafka_sink.config import KafkaSinkConfig
+from connectors.kafka_sink.places import KAFKA_SINK_OFFSETS
 from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Systems
 
 if TYPE_CHECKING:  # Spark and the Kafka clients are imported by runs, not by the code location's load
@@ -163,7 +164,7 @@ CONNECTOR = ConnectorPlugin(
     systems=("kafka", "spark"),
     route=_route,
     run_batch=_run_batch,
-    position=KAFKA_OFFSETS,
+    position=KAFKA_SINK_OFFSETS,
     signal=KAFKA_LAG,
     reads=kafka_topics_read,
     writes=_writes,

@@ -61,10 +61,33 @@ def lite_offsets_at(systems: Systems, bridge: Bridge, epoch_ms: int) -> dict[Par
 
 def lite_mirror(systems: Systems, bridge: Bridge, position) -> None:
     """The subscription's committed cursors to the new position, as a seek of the subscription would: a Lite client
-    reading the subscription (or this bridge with its recorded position gone) starts there too."""
+    reading the subscription (or this bridge with its recorded position gone) starts there too. Under exactly once,
+    the positions in the Kafka transactions as well."""
     config = bridge.config
     path = config.subscription_path()
     cursor_service = systems.pubsublite.connection_for(config).cursor_service(region_of(path.location))
     for partition, offset in sorted((position or {}).items()):
         cursor_service.commit_cursor(request={"subscription": str(path), "partition": partition,
                                               "cursor": {"offset": offset}})
+    if config.exactly_once:
+        _move_transactional_positions(systems, bridge, position or {})
+
+
+def _move_transactional_positions(systems: Systems, bridge: Bridge, position: dict[int, int]) -> None:
+    """A run resumes from the positions topic where it is ahead of the recorded position: each partition's new cursor
+    is committed there, in a transaction of the partition's own slot (starting its producer fences any a killed run
+    left behind)."""
+    from connectors.kafka.connection import source_producer_config
+    from connectors.kafka.transactions import PositionsTopic, commit, holding_slot
+    from connectors.pubsublite_source.exactly_once import TRANSACTION_TIMEOUT_MS, position_key
+
+    config, kafka = bridge.config, systems.kafka.admin()
+    client_config = kafka.connection.librdkafka_config()
+    positions = PositionsTopic(config.positions_topic_name(bridge.name), client_config)
+    positions.ensure(kafka, max(position, default=-1) + 1)
+    producer_config = source_producer_config(client_config, bridge.batch.outage_timeout_seconds)
+    for partition, cursor in sorted(position.items()):
+        key = position_key(config, partition)
+        with holding_slot(producer_config, positions, partition, key, TRANSACTION_TIMEOUT_MS) as producer:
+            positions.record(producer, partition, key, {"next_cursor": cursor})
+            commit(producer, f"the reset of Lite partition {partition}")

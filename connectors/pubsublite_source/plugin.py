@@ -18,7 +18,7 @@ from connectors.pubsublite_source.report import cursors_to_json, lite_source_rep
 LITE_CURSORS = Position("lite_cursors", cursors_to_json,
                         lambda value: {int(p): int(o) for p, o in (value or {}).items()},
                         source=SourcePlaces(places=lite_places, moved=lite_moved, offsets_at=lite_offsets_at,
-                                            mirror=lite_mirror))
+                                            mirror=lite_mirror, moves_transactions=True))
 
 
 def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:

@@ -375,3 +375,41 @@ def test_the_cloud_source_seeks_its_subscription_to_a_time_and_undo_seeks_to_the
     materialize(command, env)
     delivered += [f"new-{i}" for i in range(5)]  # exactly the messages published since
     assert kafka_values(kafka_topic) == sorted(delivered)
+
+
+def test_under_exactly_once_a_reset_moves_the_positions_in_the_transactions_too(
+        stack, spark_remote, tmp_path, unique):
+    """A run resumes from its transactions where they are ahead of the recorded position: a reset back that left them
+    would replay nothing. The Lite source and the Kafka sink, each replaying from offset 2 exactly once more."""
+    from tests.e2e.helpers import read_committed
+
+    lite_kafka_topic, source_topic = f"eos-reset-lite-{unique}", f"eos-reset-{unique}"
+    kafka_admin().create_topic(lite_kafka_topic, partitions=1)
+    kafka_admin().create_topic(source_topic, partitions=1)
+    lite_topic, subscription = create_lite_topic(f"eos-reset-{unique}", partitions=1)
+    publish_lite(lite_topic, [{"data": f"m{i}".encode()} for i in range(6)])
+    produce_to_partition(source_topic, 0, [f"v{i}" for i in range(6)])
+    required = {"exactly.once.support": "required"}
+    bridges = tmp_path / "bridges.yaml"
+    bridges.write_text(yaml.safe_dump({"bridges": [
+        {"name": f"lite_{unique}", "connector": "PubSubLiteSourceConnector", "mode": "batch", "config": {
+            "pubsublite.project": subscription.project, "pubsublite.location": str(subscription.location),
+            "pubsublite.subscription": subscription.name, "kafka.topic": lite_kafka_topic, **required}},
+        {"name": f"repl_{unique}", "connector": "KafkaSinkConnector", "mode": "batch", "config": {
+            "topics": source_topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+            **required}}]}))
+    command, env = cli_run(tmp_path, str(bridges), f"lite_{unique},repl_{unique}",
+                           {"BRIDGE_SPARK_REMOTE": spark_remote})
+    materialize(command, env)
+    for name in (f"lite_{unique}", f"repl_{unique}"):
+        moves = reset_moves(env, str(bridges), name, "--to-offset", "0=2", "--execute")["moves"]
+        assert [(m["now"], m["new"]) for m in moves] == [(6, 2)]
+    materialize(command, env)
+
+    def values(bootstrap: str, topic: str) -> list[str]:
+        return [m.value().decode() for m in read_committed(bootstrap, topic, 1)]
+
+    assert values(os.environ["KAFKA_BOOTSTRAP_SERVERS"], lite_kafka_topic) == \
+        [f"m{i}" for i in range(6)] + [f"m{i}" for i in range(2, 6)]
+    assert values(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], source_topic) == \
+        [f"v{i}" for i in range(6)] + [f"v{i}" for i in range(2, 6)]

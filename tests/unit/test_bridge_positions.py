@@ -51,3 +51,29 @@ def test_a_connector_that_keeps_no_position_names_who_keeps_it():
 
 def test_a_place_past_the_end_has_no_lag():
     assert Place("t", 0, 12, 12, 0, 10).lag == 0
+
+
+def test_a_reset_under_exactly_once_is_refused_only_where_it_would_leave_the_transactions_behind(tmp_path):
+    import pytest
+    import yaml
+
+    from connectors.bridges_file import load_bridges
+    from connectors.position_reset import ResetRefused
+    from jobs.position_reset import resettable
+
+    required = {"exactly.once.support": "required"}
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [
+        {"name": "lite", "connector": "PubSubLiteSourceConnector", "mode": "batch", "config": {
+            "pubsublite.project": "p", "pubsublite.location": "us-central1-a", "pubsublite.subscription": "s",
+            "kafka.topic": "t", **required}},
+        {"name": "repl", "connector": "KafkaSinkConnector", "mode": "batch", "config": {
+            "topics": "t", "target.bootstrap.servers": "127.0.0.1:1", **required}},
+        {"name": "cps", "connector": "CloudPubSubSourceConnector", "mode": "batch", "config": {
+            "cps.project": "p", "cps.subscription": "s", "kafka.topic": "t", **required}}]}))
+    bridges = {bridge.name: bridge for bridge in load_bridges(path)}
+    resettable(bridges["lite"])
+    resettable(bridges["repl"])
+    with pytest.raises(ResetRefused, match="a reset of a CloudPubSubSourceConnector under "
+                                           "exactly.once.support=required is not built yet"):
+        resettable(bridges["cps"])

@@ -1,0 +1,46 @@
+"""The Kafka sink's position for `bridgectl bridges offsets`: Kafka offsets as every Kafka-reading sink's; under
+exactly once a reset also commits the new offsets to the positions topic on the target (exactly_once.py), which a
+run resumes from where it is ahead of the recorded position."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from connectors.plugin import Bridge, Position, Systems
+
+if TYPE_CHECKING:
+    from connectors.kafka.admin import Offsets
+
+
+def _kafka_sink_mirror(systems: Systems, bridge: Bridge, position: Offsets) -> None:
+    KAFKA_OFFSETS.source.mirror(systems, bridge, position)
+    if bridge.config.exactly_once:
+        _move_transactional_positions(bridge, position)
+
+
+def _move_transactional_positions(bridge: Bridge, position: Offsets) -> None:
+    """Each source partition's new offset committed in a transaction of its own slot (starting its producer fences any
+    a killed run left behind)."""
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import client_logger
+    from connectors.kafka.transactions import PositionsTopic, commit, holding_slot, slot_of
+    from connectors.kafka_sink.exactly_once import POSITIONS_PARTITIONS, TRANSACTION_TIMEOUT_MS, position_key
+
+    config = bridge.config
+    connection = config.target_connection()
+    positions = PositionsTopic(config.positions_topic_name(bridge.name), connection.librdkafka_config())
+    partitions = positions.ensure_hashed(KafkaAdmin(connection), POSITIONS_PARTITIONS)
+    producer_config = {**connection.librdkafka_config(), "logger": client_logger(), "log_level": 3}
+    for topic, offsets in sorted(position.items()):
+        for partition, offset in sorted(offsets.items()):
+            key = position_key(topic, partition)
+            slot = slot_of(key, partitions)
+            with holding_slot(producer_config, positions, slot, key, TRANSACTION_TIMEOUT_MS, name=key) as producer:
+                positions.record(producer, slot, key, {"next_offset": offset})
+                commit(producer, f"the reset of source partition {topic}-{partition}")
+
+
+KAFKA_SINK_OFFSETS: Position = dataclasses.replace(KAFKA_OFFSETS, source=dataclasses.replace(
+    KAFKA_OFFSETS.source, mirror=_kafka_sink_mirror, moves_transactions=True))
