@@ -126,6 +126,9 @@ class SubscriptionSeek:
     take_snapshot: Callable[[Systems, Bridge, str], None]  # of the subscription now, at this path
     seek_to_time: Callable[[Systems, Bridge, int], None]  # epoch ms
     seek_to_snapshot: Callable[[Systems, Bridge, str], None]  # a snapshot path
+    # After a seek under exactly.once.support=required: clears what the Kafka transactions hold of earlier deliveries
+    # (else a message the seek brings back could be taken for one delivered already); None: such a reset is refused.
+    after_seek_in_transactions: Callable[[Systems, Bridge], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,28 @@ def _seek_to_snapshot(systems: Systems, bridge: Bridge, path: str) -> None:
                                       timeout=ADMIN_TIMEOUT_S)
 
 
+def _clear_pending_in_transactions(systems: Systems, bridge: Bridge) -> None:
+    """Under exactly once every pull slot's record in the positions topic lists the ids of messages delivered and not
+    known acked (exactly_once.py), and a message with such an id is acked without being written again. After a seek
+    the messages it brings back are meant to be written again: each slot's record is committed empty, in a
+    transaction of the slot's own producer (which fences one a killed run left behind)."""
+    from connectors.cloud_pubsub_source.exactly_once import TRANSACTION_TIMEOUT_MS, position_key
+    from connectors.kafka.connection import source_producer_config
+    from connectors.kafka.transactions import PositionsTopic, commit, holding_slot
+
+    config, kafka = bridge.config, systems.kafka.admin()
+    client_config = kafka.connection.librdkafka_config()
+    positions = PositionsTopic(config.positions_topic_name(bridge.name), client_config)
+    slots = positions.ensure(kafka, 1)  # every slot a run ever had: the topic has a partition per slot
+    producer_config = source_producer_config(client_config, bridge.batch.outage_timeout_seconds)
+    for slot in range(slots):
+        key = position_key(config, slot)
+        with holding_slot(producer_config, positions, slot, key, TRANSACTION_TIMEOUT_MS) as producer:
+            positions.record(producer, slot, key, {"pending": {}, "released": {}})
+            commit(producer, f"clearing pull slot {slot}'s pending ids after a seek")
+
+
 CLOUD_SUBSCRIPTION_SEEK = SubscriptionSeek(
     subscription=_subscription, snapshot_path=_snapshot_path, retains_acked=_retains_acked,
-    take_snapshot=_take_snapshot, seek_to_time=_seek_to_time, seek_to_snapshot=_seek_to_snapshot)
+    take_snapshot=_take_snapshot, seek_to_time=_seek_to_time, seek_to_snapshot=_seek_to_snapshot,
+    after_seek_in_transactions=_clear_pending_in_transactions)
