@@ -86,7 +86,8 @@ def _plan_subscription_seek(instance: DagsterInstance, bridge: Bridge, systems: 
                             target: ResetTarget | None) -> ResetPlan:
     """A seek of the subscription after a snapshot of it; an undo seeks to the snapshot the last reset took."""
     seek, secret_bridge = bridge.plugin.seek, bridge.with_secrets()
-    snapshot_first = seek.snapshot_path(bridge, f"{bridge.name}-before-reset-"
+    # A snapshot id starts with a letter (a bridge name may start with "_").
+    snapshot_first = seek.snapshot_path(bridge, f"before-reset-{bridge.name}-"
                                                 f"{datetime.now(timezone.utc).strftime('%Y%m%dt%H%M%S')}")
     if target is None:
         target = ResetTarget(to="snapshot", snapshot=_last_reset(instance, bridge)["before"]["snapshot"])

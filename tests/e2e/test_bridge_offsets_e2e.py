@@ -1,12 +1,12 @@
 """`bridgectl bridges offsets NAME` as an operator runs it: the recorded position per partition beside where the
-source starts and ends, from the bridge's Dagster instance and the source's admin APIs, before and after a run."""
+source starts and ends, from the bridge's Dagster instance and the source's admin APIs, before and after a run; the
+sinks' resets (the sources' are in test_source_offsets_e2e.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 
@@ -15,58 +15,13 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.e2e.helpers import (
-    PROJECT, cli_run, cloud_source_bridges_file, create_pubsub_topic, drain, interrupt, kafka_admin,
-    produce_to_partition, sink_bridges_file, wait,
+    PROJECT, cli_run, cloud_source_bridges_file, create_pubsub_topic, interrupt, kafka_admin, produce_to_partition,
+    sink_bridges_file, wait,
 )
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_lite_partition
+from tests.e2e.offsets_helpers import arrived, by_partition, materialize, offsets, offsets_json, reset, reset_moves
 
 pytestmark = pytest.mark.e2e
-BRIDGECTL = os.path.join(os.path.dirname(sys.executable), "bridgectl")
-
-
-def offsets(env: dict[str, str], bridges: str, name: str, *options: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([BRIDGECTL, "bridges", "offsets", name, "--file", bridges, *options], env=env,
-                          capture_output=True, text=True, timeout=120)
-    # Dagster's own note on a DAGSTER_HOME without dagster.yaml (this test's), which a deployment's home has.
-    done.stderr = "".join(line for line in done.stderr.splitlines(keepends=True)
-                          if not line.startswith("No dagster instance configuration file"))
-    return done
-
-
-def offsets_json(env: dict[str, str], bridges: str, name: str) -> dict:
-    done = offsets(env, bridges, name, "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def by_partition(document: dict) -> dict[int, dict]:
-    return {place["partition"]: place for place in document["places"]}
-
-
-def kafka_values(topic: str) -> list[str]:
-    """Every record of a one-partition topic, sorted."""
-    end = kafka_admin().end_offsets({topic: [0]})[topic][0]
-    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "offsets-test",
-                         "enable.auto.commit": False, "log_level": 3})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values, deadline = [], time.monotonic() + 60
-    while len(values) < end and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is not None and message.error() is None:
-            values.append(message.value().decode())
-    consumer.close()
-    return sorted(values)
-
-
-def materialize(command: list[str], env: dict[str, str]) -> None:
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired as exc:
-        # Once (under a loaded machine) a command here did not end, its run finished long before; what it printed
-        # says whether it hung in the run or after it.
-        said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        pytest.fail(f"{' '.join(command[2:])} did not end within 300 s; the end of its stderr:\n{said[-3000:]}")
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_a_sink_shows_its_place_per_partition_before_and_after_a_run(stack, spark_remote, tmp_path, unique):
@@ -137,20 +92,6 @@ def test_an_unknown_bridge_and_an_unreachable_source_each_get_one_line(stack, tm
     assert unreachable.returncode == 1
     [line] = unreachable.stderr.strip().splitlines()
     assert line.startswith(f"error: bridge {name}: reading where its source starts and ends failed")
-
-
-def reset(env: dict[str, str], bridges: str, name: str, *options: str) -> subprocess.CompletedProcess:
-    return offsets(env, bridges, name, "--reset", *options)
-
-
-def reset_moves(env: dict[str, str], bridges: str, name: str, *options: str) -> dict:
-    done = reset(env, bridges, name, *options, "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def arrived(subscription: str) -> list[str]:
-    return sorted(m.data.decode() for m in drain(subscription))
 
 
 def test_a_reset_to_a_time_replays_exactly_the_records_since_a_shift_skips_and_undo_puts_it_back(
@@ -236,57 +177,21 @@ def test_a_running_bridge_refuses_a_reset_and_a_seek_that_cannot_bring_acked_mes
     assert plan.startswith(f"dry run: nothing changed (it would seek projects/{PROJECT}/subscriptions/reset-cps-")
 
 
-def test_the_lite_source_is_reset_to_an_offset_and_a_time_and_its_subscription_cursor_moves_with_it(
-        stack, spark_remote, tmp_path, unique):
-    topic_id, name, kafka_topic = f"reset-lite-{unique}", f"reset_lite_{unique}", f"from-reset-lite-{unique}"
-    kafka_admin().create_topic(kafka_topic, partitions=1)
-    topic, subscription = create_lite_topic(topic_id, partitions=1)
-    publish_lite(topic, [{"data": f"m{i}".encode()} for i in range(6)])
-    time.sleep(1.5)
-    since = datetime.now(timezone.utc).isoformat()
-    time.sleep(0.5)
-    publish_lite(topic, [{"data": f"n{i}".encode()} for i in range(3)])
-    everything = [f"m{i}" for i in range(6)] + [f"n{i}" for i in range(3)]
-    bridges = lite_bridges_file(tmp_path, name, "PubSubLiteSourceConnector", {
-        "pubsublite.subscription": subscription.name, "kafka.topic": kafka_topic})
-    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
-    materialize(command, env)
-    assert kafka_values(kafka_topic) == sorted(everything)
-
-    done = reset_moves(env, bridges, name, "--to-offset", "0=2", "--execute")
-    assert done["moves"] == [{"source": str(subscription), "partition": 0, "now": 9, "new": 2, "replays": 7,
-                              "skips": 0}]
-    assert lite_committed(subscription) == {0: 2}  # the subscription's own cursor moved with the position
-    materialize(command, env)
-    replayed = everything + everything[2:]
-    assert kafka_values(kafka_topic) == sorted(replayed)
-
-    assert reset_moves(env, bridges, name, "--to-datetime", since, "--execute")["moves"][0]["new"] == 6
-    materialize(command, env)
-    replayed += [f"n{i}" for i in range(3)]  # exactly the messages published since
-    assert kafka_values(kafka_topic) == sorted(replayed)
-
-    assert reset_moves(env, bridges, name, "--to-earliest")["moves"][0]["new"] == 0  # the oldest message kept
-
-
-def lite_committed(subscription) -> dict[int, int]:
-    from tests.e2e.lite_helpers import lite_connection
-
-    client = lite_connection().cursor_service(subscription.location.region)
-    return {c.partition: c.cursor.offset for c in client.list_partition_cursors(request={"parent": str(subscription)})}
-
-
-def test_the_lite_sink_the_archive_and_the_kafka_sink_each_replay_exactly_the_records_since_a_time(
+def test_the_lite_kafka_kinesis_pulsar_and_archive_sinks_each_replay_exactly_the_records_since_a_time(
         stack, spark_remote, tmp_path, unique):
     import gzip
 
     import boto3
+    import pulsar
+
+    from tests.e2e.helpers import create_kinesis_stream, kinesis_records_by_shard
 
     topic = f"reset-sinks-{unique}"
     kafka_admin().create_topic(topic, partitions=1)
     lite_topic, lite_subscription = create_lite_topic(topic, partitions=1)
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     s3.create_bucket(Bucket=topic)
+    create_kinesis_stream(topic, 1)
     strings = {"value.converter": "org.apache.kafka.connect.storage.StringConverter"}  # the Kafka sink copies bytes
     sinks = {
         f"lite_{unique}": ("PubSubLiteSinkConnector", {**strings, "pubsublite.project": lite_topic.project,
@@ -296,6 +201,8 @@ def test_the_lite_sink_the_archive_and_the_kafka_sink_each_replay_exactly_the_re
                                                         "s3.path_style": True}),
         f"repl_{unique}": ("KafkaSinkConnector", {"target.bootstrap.servers":
                                                   os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]}),
+        f"kin_{unique}": ("KinesisSinkConnector", {"kinesis.stream.name": topic}),
+        f"pls_{unique}": ("PulsarSinkConnector", {"pulsar.service.url": os.environ["PULSAR_SERVICE_URL"]}),
     }
     bridges = tmp_path / "bridges.yaml"
     bridges.write_text(yaml.safe_dump({"bridges": [
@@ -331,127 +238,14 @@ def test_the_lite_sink_the_archive_and_the_kafka_sink_each_replay_exactly_the_re
     assert replay == [f"new-{i}" for i in range(10)]
     cursor = json.loads(s3.get_object(Bucket=topic, Key=f"arch/cursors/{topic}-00000.json")["Body"].read())
     assert cursor["next_offset"] == 20
+    [kinesis] = kinesis_records_by_shard(topic).values()
+    assert sorted(record["Data"].decode() for record in kinesis) == sorted(once + twice)
+    client = pulsar.Client(os.environ["PULSAR_SERVICE_URL"])
+    try:
+        consumer = client.subscribe(f"persistent://public/default/{topic}", "offsets-check",
+                                    initial_position=pulsar.InitialPosition.Earliest)
+        received = [consumer.receive(timeout_millis=20_000).data().decode() for _ in range(30)]
+    finally:
+        client.close()
+    assert sorted(received) == sorted(once + twice)
 
-
-def test_the_cloud_source_seeks_its_subscription_to_a_time_and_undo_seeks_to_the_snapshot_taken_before(
-        stack, spark_remote, tmp_path, unique):
-    from google.cloud import pubsub_v1
-
-    name, kafka_topic = f"seek_cps_{unique}", f"from-seek-cps-{unique}"
-    kafka_admin().create_topic(kafka_topic, partitions=1)
-    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
-    topic = publisher.topic_path(PROJECT, f"seek-cps-{unique}")
-    publisher.create_topic(name=topic)
-    subscription = subscriber.subscription_path(PROJECT, f"seek-cps-{unique}-sub")
-    subscriber.create_subscription(request={"name": subscription, "topic": topic, "retain_acked_messages": True})
-
-    def publish(values: list[str]) -> None:
-        for future in [publisher.publish(topic, value.encode()) for value in values]:
-            future.result(30)
-
-    publish([f"old-{i}" for i in range(5)])
-    time.sleep(1.5)
-    since = datetime.now(timezone.utc).isoformat()
-    time.sleep(0.5)
-    publish([f"new-{i}" for i in range(5)])
-    bridges = cloud_source_bridges_file(tmp_path, name, subscription, kafka_topic)
-    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
-    materialize(command, env)
-    delivered = [f"old-{i}" for i in range(5)] + [f"new-{i}" for i in range(5)]
-    assert kafka_values(kafka_topic) == sorted(delivered)
-
-    refused = reset(env, bridges, name, "--shift-by", "3", "--execute")
-    assert refused.returncode == 1 and refused.stderr.strip().splitlines() == [
-        "error: --shift-by: Pub/Sub has no offsets: a Cloud Pub/Sub source seeks to --to-datetime, --by-duration, "
-        "--to-latest, --to-earliest, --to-snapshot or --undo; nothing was changed"]
-    dry = reset_moves(env, bridges, name, "--to-datetime", since)
-    assert dry["executed"] is False and dry["seek"]["subscription"] == subscription
-    assert dry["seek"]["to_time_ms"] == int(datetime.fromisoformat(since).timestamp() * 1000)
-
-    seek = reset_moves(env, bridges, name, "--to-datetime", since, "--execute", "--reason", "bad deploy")["seek"]
-    snapshot = seek["snapshot_first"]
-    assert snapshot.startswith(f"projects/{PROJECT}/snapshots/{name}-before-reset-")
-    undo = reset_moves(env, bridges, name, "--undo", "--execute")["seek"]
-    assert undo["to_snapshot"] == snapshot  # before any run: the replay is undone, nothing moves
-    materialize(command, env)
-    assert kafka_values(kafka_topic) == sorted(delivered)
-
-    redo = reset_moves(env, bridges, name, "--undo", "--execute")["seek"]  # an undo of the undo
-    assert redo["to_snapshot"] == undo["snapshot_first"]
-    materialize(command, env)
-    delivered += [f"new-{i}" for i in range(5)]  # exactly the messages published since
-    assert kafka_values(kafka_topic) == sorted(delivered)
-
-
-def test_under_exactly_once_a_reset_moves_the_positions_in_the_transactions_too(
-        stack, spark_remote, tmp_path, unique):
-    """A run resumes from its transactions where they are ahead of the recorded position, and the Cloud source takes a
-    message whose id its transactions hold pending for one delivered already: a reset that left them would replay
-    nothing. The Lite source and the Kafka sink replay from offset 2, the Cloud source from a time, each exactly once
-    more (read_committed)."""
-    from confluent_kafka import Producer
-    from google.cloud import pubsub_v1
-
-    from tests.e2e.helpers import read_committed
-
-    lite_kafka_topic, source_topic, cps_kafka_topic = (f"eos-reset-lite-{unique}", f"eos-reset-{unique}",
-                                                       f"eos-reset-cps-{unique}")
-    for topic in (lite_kafka_topic, source_topic, cps_kafka_topic):
-        kafka_admin().create_topic(topic, partitions=1)
-    lite_topic, subscription = create_lite_topic(f"eos-reset-{unique}", partitions=1)
-    publish_lite(lite_topic, [{"data": f"m{i}".encode()} for i in range(6)])
-    produce_to_partition(source_topic, 0, [f"v{i}" for i in range(6)])
-    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
-    pubsub_topic = publisher.topic_path(PROJECT, f"eos-reset-{unique}")
-    publisher.create_topic(name=pubsub_topic)
-    cps_subscription, peek = (subscriber.subscription_path(PROJECT, f"eos-reset-{unique}-{kind}")
-                              for kind in ("sub", "peek"))
-    for path in (cps_subscription, peek):
-        subscriber.create_subscription(request={"name": path, "topic": pubsub_topic, "retain_acked_messages": True})
-    for future in [publisher.publish(pubsub_topic, f"old-{i}".encode()) for i in range(3)]:
-        future.result(30)
-    time.sleep(1.5)
-    since = datetime.now(timezone.utc).isoformat()
-    time.sleep(0.5)
-    for future in [publisher.publish(pubsub_topic, f"new-{i}".encode()) for i in range(3)]:
-        future.result(30)
-    required = {"exactly.once.support": "required"}
-    names = {"lite": f"lite_{unique}", "repl": f"repl_{unique}", "cps": f"cps_{unique}"}
-    bridges = tmp_path / "bridges.yaml"
-    bridges.write_text(yaml.safe_dump({"bridges": [
-        {"name": names["lite"], "connector": "PubSubLiteSourceConnector", "mode": "batch", "config": {
-            "pubsublite.project": subscription.project, "pubsublite.location": str(subscription.location),
-            "pubsublite.subscription": subscription.name, "kafka.topic": lite_kafka_topic, **required}},
-        {"name": names["repl"], "connector": "KafkaSinkConnector", "mode": "batch", "config": {
-            "topics": source_topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
-            **required}},
-        {"name": names["cps"], "connector": "CloudPubSubSourceConnector", "mode": "batch", "batch": {"parallelism": 1},
-         "config": {"cps.project": PROJECT, "cps.subscription": cps_subscription.rsplit("/", 1)[1],
-                    "kafka.topic": cps_kafka_topic, "cps.streamingPull.enabled": False, **required}}]}))
-    command, env = cli_run(tmp_path, str(bridges), ",".join(names.values()), {"BRIDGE_SPARK_REMOTE": spark_remote})
-    materialize(command, env)
-
-    for name in (names["lite"], names["repl"]):
-        moves = reset_moves(env, str(bridges), name, "--to-offset", "0=2", "--execute")["moves"]
-        assert [(m["now"], m["new"]) for m in moves] == [(6, 2)]
-    # As after a commit whose acks were lost: the slot's record holds the new messages' ids pending.
-    new_ids = {m.message.message_id: 1 for m in subscriber.pull(subscription=peek, max_messages=10, timeout=10)
-               .received_messages if m.message.data.startswith(b"new-")}
-    assert len(new_ids) == 3
-    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
-    producer.produce(f"bridge-offsets.{names['cps']}", partition=0,
-                     key=f"projects/{PROJECT}/subscriptions/eos-reset-{unique}-sub#0".encode(),
-                     value=json.dumps({"pending": new_ids, "released": {}}).encode())
-    producer.flush(10)
-    assert reset_moves(env, str(bridges), names["cps"], "--to-datetime", since, "--execute")["executed"] is True
-    materialize(command, env)
-
-    def values(bootstrap: str, topic: str) -> list[str]:
-        return [m.value().decode() for m in read_committed(bootstrap, topic, 1)]
-
-    assert values(os.environ["KAFKA_BOOTSTRAP_SERVERS"], lite_kafka_topic) == \
-        [f"m{i}" for i in range(6)] + [f"m{i}" for i in range(2, 6)]
-    assert values(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], source_topic) == \
-        [f"v{i}" for i in range(6)] + [f"v{i}" for i in range(2, 6)]
-    assert sorted(values(os.environ["KAFKA_BOOTSTRAP_SERVERS"], cps_kafka_topic)) == \
-        sorted([f"old-{i}" for i in range(3)] + [f"new-{i}" for i in range(3)] * 2)
