@@ -73,7 +73,7 @@ def offsets(name: str, reset: bool, to: str | None, at: str | None, duration: st
                 f"({bridge.batch.initial_offsets}) puts it" if places.recorded_at is None else
                 f"recorded {ago(places.recorded_at)} by run {places.run_id}")
     stdout.print(f"{name}: {recorded}; lag {places.lag:,} {places.unit}", soft_wrap=True, highlight=False)
-    table = Table(Column("source", no_wrap=True), "partition", "recorded", "next", "start", "end", "lag")
+    table = Table(Column("source", overflow="fold"), "partition", "recorded", "next", "start", "end", "lag")
     for place in places.places:
         table.add_row(place.source, str(place.partition), _offset_cell(place.recorded), f"{place.next:,}",
                       _offset_cell(place.start), f"{place.end:,}", f"{place.lag:,}")
@@ -175,7 +175,7 @@ def _reset(instance, bridge: Bridge, path: Path | None, config: dict[str, Any], 
     if as_json:
         click.echo(json.dumps({"bridge": bridge.name, "executed": execute, "run_id": run_id, "moves": rows}, indent=2))
     else:
-        table = Table(Column("source", no_wrap=True), "partition", "now", "new", "replays", "skips")
+        table = Table(Column("source", overflow="fold"), "partition", "now", "new", "replays", "skips")
         for row in rows:
             table.add_row(row["source"], str(row["partition"]), f"{row['now']:,}", f"{row['new']:,}",
                           f"{row['replays']:,}", f"{row['skips']:,}")
