@@ -5,9 +5,7 @@ got acked; `preload()` gives a subscription messages to serve."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import socket
 import subprocess
 import urllib.request
 from contextlib import contextmanager
@@ -15,30 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from bridgectl.fetch import first_run_step, one_fetch_at_a_time, require_tool
-from bridgectl.paths import cache_dir
+from bridgectl.fetch import go_binary, one_fetch_at_a_time
+from bridgectl.local_stack import _free_port
 
 SOURCE = Path(__file__).parent / "pubsub_counter"
 
 
 @one_fetch_at_a_time
 def counter_binary() -> Path:
-    digest = hashlib.sha256(b"".join((SOURCE / name).read_bytes() for name in ("main.go", "go.mod", "go.sum")))
-    binary = cache_dir() / "bin" / f"pubsub-counter-{digest.hexdigest()[:12]}"  # rebuilt when the source changes
-    if not binary.exists():
-        go = require_tool("go", "the Go toolchain, to build the benchmarks' counting Pub/Sub endpoint")
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        with first_run_step("building the counting Pub/Sub endpoint (Go modules from the Go proxy)"):
-            built = subprocess.run([go, "build", "-o", str(binary), "."], cwd=SOURCE, capture_output=True, text=True)
-        if built.returncode != 0:
-            raise RuntimeError("building the counting Pub/Sub endpoint failed: " + built.stderr.strip()[-800:])
-    return binary
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return go_binary("pubsub-counter", SOURCE, ("main.go", "go.mod", "go.sum"), "the counting Pub/Sub endpoint")
 
 
 @dataclass(frozen=True)
@@ -61,7 +44,8 @@ class PubSubCounter:
 
 @contextmanager
 def running_counter() -> Iterator[PubSubCounter]:
-    port, stats_port = _free_port(), _free_port()
+    port = _free_port()
+    stats_port = _free_port(avoid={port})
     process = subprocess.Popen([str(counter_binary()), "--port", str(port), "--stats-port", str(stats_port)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

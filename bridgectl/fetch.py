@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -197,29 +198,35 @@ PSTEST_SOURCES = ("main.go", "go.mod", "go.sum", "patch/seek_and_snapshots.go")
 PSTEST_MODULE = "cloud.google.com/go/pubsub/v2"
 
 
+def go_binary(name: str, source: Path, files: tuple[str, ...], what: str,
+              build_folder: Callable[[str], Path] | None = None) -> Path:
+    """A Go program built into the cache, named by a digest of its source files (so rebuilt when they change);
+    `build_folder(go)` prepares the folder it is built in (default: `source` itself)."""
+    digest = hashlib.sha256(b"".join((source / f).read_bytes() for f in files))
+    binary = cache_dir() / "bin" / f"{name}-{digest.hexdigest()[:12]}"
+    if not binary.exists():
+        go = require_tool("go", f"the Go toolchain, to build {what}")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        with first_run_step(f"building {what} (Go modules from the Go proxy)"):
+            folder = build_folder(go) if build_folder else source
+            result = subprocess.run([go, "build", "-o", str(binary), "."], cwd=folder, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"building {what} failed: " + result.stderr.strip()[-800:])
+    return binary
+
+
 @one_fetch_at_a_time
 def pstest_binary() -> Path:
     """Google's pstest fake Pub/Sub server, built from our small Go main, with our seek and snapshots in its package
     (patch/seek_and_snapshots.go says why)."""
     source = STACK_FILES / "pstest"
-    digest = hashlib.sha256(b"".join((source / f).read_bytes() for f in PSTEST_SOURCES))
-    binary = cache_dir() / "bin" / f"pstest-server-{digest.hexdigest()[:12]}"  # rebuilt when the source changes
-    if not binary.exists():
-        go = require_tool("go", "the Go toolchain, to build Google's pstest Pub/Sub emulator")
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        with first_run_step("building pstest, Google's Pub/Sub fake (Go modules from the Go proxy)"):
-            build = _patched_pstest_source(go, source)
-            result = subprocess.run([go, "build", "-o", str(binary), "."], cwd=build, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError("building pstest failed: " + result.stderr.strip()[-800:])
-    return binary
+    return go_binary("pstest-server", source, PSTEST_SOURCES, "pstest, Google's Pub/Sub fake",
+                     lambda go: _patched_pstest_source(go, source))
 
 
 def _patched_pstest_source(go: str, source: Path) -> Path:
     """A build folder: our main, and beside it a copy of the pubsub module (the version go.mod pins, from Go's module
     cache) whose pstest has its Seek replaced by ours, put in place with a `replace` line."""
-    import json
-
     build = cache_dir() / "build" / "pstest"
     shutil.rmtree(build, ignore_errors=True)
     build.mkdir(parents=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Protocol, Union
 
 from connectors.bridge import DEFAULT_GROUP, BatchSettings, CheckSettings, ContinuousSettings, SensorSettings
-from connectors.config.common import ConnectorConfig
+from connectors.config.common import ConnectorConfig, ExactlyOnceKeys
 from connectors.endpoints import Endpoint
 
 ENTRY_POINT_GROUP = "kafka_pubsub_bridge.connectors"
@@ -238,6 +238,11 @@ class Bridge:
     @property
     def connector(self) -> str:
         return self.plugin.name
+
+    @property
+    def exactly_once(self) -> bool:
+        """exactly.once.support=required (only a connector whose config has the key can say it)."""
+        return isinstance(self.config, ExactlyOnceKeys) and self.config.exactly_once
 
     def with_secrets(self) -> Bridge:
         """This bridge with its secret keys' references resolved (Kafka Connect's config providers), for the

@@ -18,7 +18,6 @@ from pydantic import Field
 
 from asset_metadata import position_record
 from connectors.bridges_file import load_bridges
-from connectors.config.common import ExactlyOnceKeys
 from connectors.plugin import Bridge, Systems
 from connectors.position_reset import PlannedMove, PlannedSeek, ResetRefused, ResetTarget, plan_reset, plan_seek
 from resources.lease import BridgeBusy, BridgeLease, BridgeLeaseResource
@@ -48,11 +47,10 @@ def resettable(bridge: Bridge) -> None:
     if bridge.plugin.seek is None and (position is None or position.source is None):
         raise ResetRefused(f"bridge {bridge.name}: {bridge.connector} keeps no position of its own to reset "
                            f"({bridge.plugin.route(bridge)})")
-    exactly_once = isinstance(bridge.config, ExactlyOnceKeys) and bridge.config.exactly_once
     seek = bridge.plugin.seek
     moves_transactions = (seek.after_seek_in_transactions is not None if seek is not None else
                           position is not None and position.source is not None and position.source.moves_transactions)
-    if exactly_once and not moves_transactions:
+    if bridge.exactly_once and not moves_transactions:
         raise ResetRefused(f"bridge {bridge.name}: a reset of a {bridge.connector} under exactly.once.support=required "
                            "is not built yet (its Kafka transactions keep what it delivered, and a reset does not move "
                            "them for this connector)")
@@ -213,7 +211,7 @@ def _seek_subscription(context: OpExecutionContext, bridge: Bridge, plan: ResetP
     else:
         seek.seek_to_time(context.resources, secret_bridge, planned.to_time_ms)
         after = {"time": datetime.fromtimestamp(planned.to_time_ms / 1000, tz=timezone.utc).isoformat()}
-    if isinstance(bridge.config, ExactlyOnceKeys) and bridge.config.exactly_once:
+    if bridge.exactly_once:
         seek.after_seek_in_transactions(context.resources, secret_bridge)
     context.log_event(AssetObservation(asset_key=AssetKey(bridge.name), metadata={
         RESET_METADATA: MetadataValue.json({

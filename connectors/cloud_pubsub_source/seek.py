@@ -54,18 +54,15 @@ def _clear_pending_in_transactions(systems: Systems, bridge: Bridge) -> None:
     transaction of the slot's own producer (which fences one a killed run left behind)."""
     from connectors.cloud_pubsub_source.exactly_once import TRANSACTION_TIMEOUT_MS, position_key
     from connectors.kafka.connection import source_producer_config
-    from connectors.kafka.transactions import PositionsTopic, commit, holding_slot
+    from connectors.kafka.transactions import PositionsTopic, commit_slot_records
 
     config, kafka = bridge.config, systems.kafka.admin()
     client_config = kafka.connection.librdkafka_config()
     positions = PositionsTopic(config.positions_topic_name(bridge.name), client_config)
     slots = positions.ensure(kafka, 1)  # every slot a run ever had: the topic has a partition per slot
-    producer_config = source_producer_config(client_config, bridge.batch.outage_timeout_seconds)
-    for slot in range(slots):
-        key = position_key(config, slot)
-        with holding_slot(producer_config, positions, slot, key, TRANSACTION_TIMEOUT_MS) as producer:
-            positions.record(producer, slot, key, {"pending": {}, "released": {}})
-            commit(producer, f"clearing pull slot {slot}'s pending ids after a seek")
+    commit_slot_records(source_producer_config(client_config, bridge.batch.outage_timeout_seconds), positions,
+                        [(slot, position_key(config, slot), {"pending": {}, "released": {}}) for slot in range(slots)],
+                        TRANSACTION_TIMEOUT_MS, "clearing a pull slot's pending ids after a seek")
 
 
 CLOUD_SUBSCRIPTION_SEEK = SubscriptionSeek(

@@ -198,6 +198,17 @@ def _claim(producer, positions: PositionsTopic, slot: int, key: str) -> str:
     return ""
 
 
+def commit_slot_records(producer_config: dict, positions: PositionsTopic, records: list[tuple[int, str, dict]],
+                        timeout_ms: int, what: str, named_by_key: bool = False) -> None:
+    """Each (slot, key, value) committed in a transaction of that slot's own producer, which fences one a killed run
+    left behind: how a position reset, with no task running, puts a new position where the runs resume from. The
+    producers are named by slot number, or by key when the connector's tasks name them so (`holding_slot`)."""
+    for slot, key, value in records:
+        with holding_slot(producer_config, positions, slot, key, timeout_ms, key if named_by_key else None) as producer:
+            positions.record(producer, slot, key, value)
+            commit(producer, f"{what} ({key})")
+
+
 def commit(producer, what: str, timeout_s: float = COMMIT_TIMEOUT_S) -> None:
     """Commits the producer's transaction; on failure aborts it (when it can be) and raises naming `what`. A
     fenced producer (a newer run took the slot) cannot abort: its records are never visible."""

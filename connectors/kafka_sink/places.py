@@ -25,21 +25,18 @@ def _move_transactional_positions(bridge: Bridge, position: Offsets) -> None:
     a killed run left behind)."""
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import client_logger
-    from connectors.kafka.transactions import PositionsTopic, commit, holding_slot, slot_of
+    from connectors.kafka.transactions import PositionsTopic, commit_slot_records, slot_of
     from connectors.kafka_sink.exactly_once import POSITIONS_PARTITIONS, TRANSACTION_TIMEOUT_MS, position_key
 
     config = bridge.config
     connection = config.target_connection()
     positions = PositionsTopic(config.positions_topic_name(bridge.name), connection.librdkafka_config())
     partitions = positions.ensure_hashed(KafkaAdmin(connection), POSITIONS_PARTITIONS)
-    producer_config = {**connection.librdkafka_config(), "logger": client_logger(), "log_level": 3}
-    for topic, offsets in sorted(position.items()):
-        for partition, offset in sorted(offsets.items()):
-            key = position_key(topic, partition)
-            slot = slot_of(key, partitions)
-            with holding_slot(producer_config, positions, slot, key, TRANSACTION_TIMEOUT_MS, name=key) as producer:
-                positions.record(producer, slot, key, {"next_offset": offset})
-                commit(producer, f"the reset of source partition {topic}-{partition}")
+    keys = [(position_key(topic, partition), offset) for topic, offsets in sorted(position.items())
+            for partition, offset in sorted(offsets.items())]
+    commit_slot_records({**connection.librdkafka_config(), "logger": client_logger(), "log_level": 3}, positions,
+                        [(slot_of(key, partitions), key, {"next_offset": offset}) for key, offset in keys],
+                        TRANSACTION_TIMEOUT_MS, "the reset of a source partition", named_by_key=True)
 
 
 KAFKA_SINK_OFFSETS: Position = dataclasses.replace(KAFKA_OFFSETS, source=dataclasses.replace(

@@ -91,9 +91,12 @@ def lite_positions(connection: LiteConnection, config: PubSubLiteSourceConfig,
     cursor (a new partition, or a bridge's first run); head is where publishing is now."""
     topic, partition_count = lite_topic_of(connection, config)
     committed = committed_cursors(connection, config)
-    heads = head_cursors(connection, topic, partition_count)
-    starts = {p: recorded.get(p, committed.get(p, 0)) for p in range(partition_count)}
-    return starts, heads
+    return start_cursors(recorded, committed, partition_count), head_cursors(connection, topic, partition_count)
+
+
+def start_cursors(recorded: LiteCursors, committed: LiteCursors, partition_count: int) -> LiteCursors:
+    """Where each partition starts: its recorded cursor, else the subscription's committed one, else 0."""
+    return {p: recorded.get(p, committed.get(p, 0)) for p in range(partition_count)}
 
 
 def target_partition_count(kafka: KafkaAdmin, config: PubSubLiteSourceConfig) -> int:

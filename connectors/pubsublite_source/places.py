@@ -38,12 +38,14 @@ def _time_cursors(connection: LiteConnection, topic, heads: dict[int, int], epoc
 def lite_places(systems: Systems, bridge: Bridge, position) -> tuple[Place, ...]:
     """Each partition of the subscription's topic: the recorded cursor, where the next run starts (the recorded
     cursor, else the subscription's committed one), the oldest message kept and the head."""
-    from connectors.pubsublite_source.batch import lite_positions
+    from connectors.pubsublite_source.batch import committed_cursors, head_cursors, lite_topic_of, start_cursors
 
     config, recorded = bridge.config, position or {}
     connection = systems.pubsublite.connection_for(config)
-    starts, heads = lite_positions(connection, config, recorded)
-    oldest = time_cursors(connection, config, 0)
+    topic, partition_count = lite_topic_of(connection, config)
+    heads = head_cursors(connection, topic, partition_count)
+    starts = start_cursors(recorded, committed_cursors(connection, config), partition_count)
+    oldest = _time_cursors(connection, topic, heads, 0)
     source = str(config.subscription_path())
     return tuple(Place(source, p, recorded.get(p), starts[p], oldest[p], heads[p]) for p in sorted(heads))
 
@@ -78,16 +80,14 @@ def _move_transactional_positions(systems: Systems, bridge: Bridge, position: di
     is committed there, in a transaction of the partition's own slot (starting its producer fences any a killed run
     left behind)."""
     from connectors.kafka.connection import source_producer_config
-    from connectors.kafka.transactions import PositionsTopic, commit, holding_slot
+    from connectors.kafka.transactions import PositionsTopic, commit_slot_records
     from connectors.pubsublite_source.exactly_once import TRANSACTION_TIMEOUT_MS, position_key
 
     config, kafka = bridge.config, systems.kafka.admin()
     client_config = kafka.connection.librdkafka_config()
     positions = PositionsTopic(config.positions_topic_name(bridge.name), client_config)
     positions.ensure(kafka, max(position, default=-1) + 1)
-    producer_config = source_producer_config(client_config, bridge.batch.outage_timeout_seconds)
-    for partition, cursor in sorted(position.items()):
-        key = position_key(config, partition)
-        with holding_slot(producer_config, positions, partition, key, TRANSACTION_TIMEOUT_MS) as producer:
-            positions.record(producer, partition, key, {"next_cursor": cursor})
-            commit(producer, f"the reset of Lite partition {partition}")
+    commit_slot_records(source_producer_config(client_config, bridge.batch.outage_timeout_seconds), positions,
+                        [(partition, position_key(config, partition), {"next_cursor": cursor})
+                         for partition, cursor in sorted(position.items())],
+                        TRANSACTION_TIMEOUT_MS, "the reset of a Lite partition")

@@ -82,6 +82,12 @@ def read_whole_lite_topic(topic: TopicPath, subscription: SubscriptionPath, part
     return [m for messages in read_lite_topic(subscription, heads).values() for m in messages]
 
 
+def lite_committed(subscription: SubscriptionPath) -> dict[int, int]:
+    """The subscription's committed cursor per partition."""
+    client = lite_connection().cursor_service(subscription.location.region)
+    return {c.partition: c.cursor.offset for c in client.list_partition_cursors(request={"parent": str(subscription)})}
+
+
 def publish_lite(topic: TopicPath, messages: list[dict]) -> list:
     """Publish with the library's high-level publisher; each dict holds data and optional ordering_key
     and attributes. Returns the message ids (partition and offset)."""

@@ -74,10 +74,3 @@ def reset_moves(env: dict[str, str], bridges: str, name: str, *options: str) -> 
 
 def arrived(subscription: str) -> list[str]:
     return sorted(m.data.decode() for m in drain(subscription))
-
-
-def lite_committed(subscription) -> dict[int, int]:
-    from tests.e2e.lite_helpers import lite_connection
-
-    client = lite_connection().cursor_service(subscription.location.region)
-    return {c.partition: c.cursor.offset for c in client.list_partition_cursors(request={"parent": str(subscription)})}

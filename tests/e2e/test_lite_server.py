@@ -19,7 +19,9 @@ from google.cloud.pubsublite_v1 import types
 from google.protobuf.duration_pb2 import Duration
 
 from connectors.pubsublite.clients import LiteConnection
-from tests.e2e.lite_helpers import create_lite_topic, lite_connection, publish_lite, read_lite_partition
+from tests.e2e.lite_helpers import (
+    create_lite_topic, lite_committed, lite_connection, publish_lite, read_lite_partition,
+)
 
 pytestmark = pytest.mark.e2e
 FLOW = FlowControlSettings(messages_outstanding=1000, bytes_outstanding=10_000_000)
@@ -52,11 +54,6 @@ def _receive(subscription, count: int, clients: int = 1, timeout_s: float = 30) 
     return got
 
 
-def _committed(subscription) -> dict[int, int]:
-    client = lite_connection().cursor_service(subscription.location.region)
-    return {c.partition: c.cursor.offset for c in client.list_partition_cursors(request={"parent": str(subscription)})}
-
-
 def test_sync_clients_publish_receive_and_commit(stack, unique):
     topic, subscription = create_lite_topic(f"srv-sync-{unique}", partitions=3)
     ids = publish_lite(topic, [{"data": f"m{i}".encode(), "ordering_key": f"k{i % 5}", "attributes": {"n": str(i)}}
@@ -70,7 +67,7 @@ def test_sync_clients_publish_receive_and_commit(stack, unique):
     stats = lite_connection().topic_stats_service(topic.location.region)
     heads = {p: stats.compute_head_cursor(request={"topic": str(topic), "partition": p}).head_cursor.offset
              for p in range(3)}
-    assert _committed(subscription) == heads and sum(heads.values()) == 100
+    assert lite_committed(subscription) == heads and sum(heads.values()) == 100
 
 
 def test_async_clients_publish_and_receive(stack, unique):
@@ -154,7 +151,7 @@ def test_seek_subscription_moves_the_committed_cursors_to_the_tail_a_time_or_the
         operation = admin.seek_subscription(subscription, target)
         operation.result(timeout=10)  # Google's client waits on the long-running operation
         assert operation.metadata.verb == "seek" and operation.metadata.target == str(subscription)
-        return _committed(subscription)
+        return lite_committed(subscription)
 
     assert seek(BacklogLocation.END) == {partition: 5, 1 - partition: 0}
     assert seek(BacklogLocation.BEGINNING) == {partition: 0, 1 - partition: 0}

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from tests.e2e.helpers import PROJECT, cli_run, cloud_source_bridges_file, kafka_admin, produce_to_partition
-from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite
-from tests.e2e.offsets_helpers import kafka_values, lite_committed, materialize, reset, reset_moves
+from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, lite_committed, publish_lite
+from tests.e2e.offsets_helpers import kafka_values, materialize, reset, reset_moves
 
 pytestmark = pytest.mark.e2e
 
