@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from connectors.bridge import ContinuousSettings
+from connectors.outage import Unreachable
 from connectors.plugin import BatchReport, Stream
 
 
@@ -135,10 +136,13 @@ def follow_stream(
     stop: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
     wait: Callable[[float], object] | None = None,
+    outage_timeout_s: float = 0.0,
 ) -> Iterator[Commit]:
     """Reads the stream's progress every commit interval until `max_run_minutes` or `stop`, yielding a Commit
     when it moved something (or its position moved), and a last one after stopping it. A failed stream first
-    yields the commit of what it moved before failing, then its error goes on up."""
+    yields the commit of what it moved before failing, then its error goes on up. A read that finds a system
+    unreachable is tried again at the next interval while the stream goes on, until `outage_timeout_s` (the bridge's
+    batch.outage_timeout_seconds, the bound a batch has too) have passed since the first such read."""
     stop = stop or threading.Event()
     wait = wait or stop.wait
     commit_s = settings.commit_interval_ms / 1000
@@ -152,12 +156,26 @@ def follow_stream(
         for warning in report.warnings:
             on_warning(warning)
 
+    unreachable_since: float | None = None
     try:
         while not stop.is_set() and clock() < deadline:
             wait(max(0.0, min(commit_s, deadline - clock())))
             if stop.is_set():
                 break
-            read()
+            try:
+                read()
+            except Unreachable as exc:
+                # A broker restarted under the stream: its group coordinator answered reads of the commits only
+                # after 30 s and more of reloading (the admin calls' own retries), while the stream's tasks rode it out.
+                if unreachable_since is None:
+                    unreachable_since = clock()
+                    said = str(exc).removesuffix("; the run recorded nothing")
+                    on_warning(f"its progress could not be read ({said}); the stream goes on, and the read is tried "
+                               f"again at each commit interval for up to {outage_timeout_s:g} s")
+                if clock() - unreachable_since >= outage_timeout_s:
+                    raise
+                continue
+            unreachable_since = None
             if window.moved or window.last.position != recorded:
                 yield window.commit(clock())
                 recorded, window = window.last.position, CommitWindow(clock(), unit="progress reads")

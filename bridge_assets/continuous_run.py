@@ -239,7 +239,8 @@ class ContinuousRun:
             if plugin.has_stream(bridge):
                 with joining(self._shared):  # the stream keeps the job it joined, for its restarts too
                     stream = plugin.open_stream(systems, moving, position)
-                commits: Iterator[Commit] = follow_stream(stream, looping.continuous, warn, member.stop)
+                commits: Iterator[Commit] = follow_stream(stream, looping.continuous, warn, member.stop,
+                                                          outage_timeout_s=looping.batch.outage_timeout_seconds)
             else:
                 commits = loop_batches(lambda at: plugin.run_batch(systems, moving, at), plugin.watch(systems, moving),
                                        position, looping.continuous, warn, member.stop)

@@ -9,6 +9,8 @@ support (mapInArrow, createDataFrame, the Kafka source), so it runs unchanged in
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import subprocess
 import sys
@@ -125,7 +127,17 @@ def with_bounded_retries(spark: SparkSession) -> SparkSession:
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     spark.client.set_retry_policies([DefaultPolicy(max_retries=CONNECT_RETRIES)])
+    # pyspark's exit hook asks the server to clean the session's ML cache, with no deadline; that command waited
+    # behind a stream's job still running on the server, so a run that had ended (failed, or a materialization that
+    # had succeeded) never exited. Closing the client first makes pyspark's hook skip it (hooks run last first); the
+    # session is shared and kept on the server, and this project keeps no ML models in it.
+    atexit.register(_close_quietly, spark.client)
     return spark
+
+
+def _close_quietly(client) -> None:
+    with contextlib.suppress(Exception):  # a client closed already, or a server gone: nothing left to close
+        client.close()
 
 
 def connect_url_of(remote: str, spark: SparkSession) -> str:

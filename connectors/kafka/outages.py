@@ -40,10 +40,15 @@ KAFKA_UNREACHABLE_CODES = frozenset({
 @contextlib.contextmanager
 def kafka_outages_named(bootstrap_servers: str, doing: str, ranges: list[PartitionRange] | None = None) -> Iterator[None]:
     """Turn a Kafka that does not answer, seen by the admin client or by Spark's reader, into `Unreachable`."""
+    from google.api_core.exceptions import RetryError
+
     try:
         yield
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    except (KafkaException, RetryError) as exc:
+        # An admin call's retries (admin.retry_transient) that ran out end in a RetryError with the last error in it.
+        kafka_exc = exc.cause if isinstance(exc, RetryError) else exc
+        error = (kafka_exc.args[0] if isinstance(kafka_exc, KafkaException) and kafka_exc.args
+                 and isinstance(kafka_exc.args[0], KafkaError) else None)
         if error is None or error.code() not in KAFKA_UNREACHABLE_CODES:
             raise
         raise Unreachable(f"Kafka at {bootstrap_servers} did not answer while {doing}: {error.str()}; "

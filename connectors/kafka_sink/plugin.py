@@ -101,7 +101,7 @@ class _StreamCheckpoints:
         self._written_at = time.monotonic()
 
     def started(self, position: Offsets) -> None:
-        from connectors.kafka.delivered import Landed, Landings
+        from connectors.kafka.delivered import Landed
         from connectors.kafka_sink.checkpoints import target_ends
 
         ends = target_ends(self._config, self._kafka, self._target)

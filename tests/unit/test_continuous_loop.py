@@ -190,3 +190,44 @@ def test_a_stop_stops_the_stream_before_its_last_read():
                          clock=time.clock, wait=wait)
     commits = list(loop)
     assert commits[-1].final and commits[-1].position == 17 and stream.stopped_at == 2
+
+
+class UnreachableFor(FakeStream):
+    """Its progress cannot be read between `down` and `up` (a broker restarted under it); its tasks go on."""
+
+    def __init__(self, time: FakeTime, arrivals: dict[float, int], down: float, up: float):
+        super().__init__(time, arrivals)
+        self.down, self.up = down, up
+
+    def progress(self) -> BatchReport:
+        from connectors.outage import Unreachable
+
+        if self.down <= self.time.now < self.up:
+            raise Unreachable("Kafka at 127.0.0.1:9092 did not answer while reading the progress of b: Local: Timed "
+                              "out; the run recorded nothing")
+        return super().progress()
+
+
+def test_a_progress_read_that_finds_kafka_unreachable_is_tried_again_within_the_outage_timeout():
+    time, warnings = FakeTime(), []
+    stream = UnreachableFor(time, {0.5: 10, 2.5: 5, 6.5: 7}, down=2, up=6)
+    commits = list(follow_stream(stream, ContinuousSettings(commit_interval_ms=1000, max_run_minutes=0.2),
+                                 warnings.append, None, clock=time.clock, wait=time.sleep, outage_timeout_s=30))
+    assert [c.position for c in commits] == [10, 15, 22, 22]  # nothing lost or counted twice over the outage
+    assert sum(c.values["records"] for c in commits) == 22
+    assert warnings == ["its progress could not be read (Kafka at 127.0.0.1:9092 did not answer while reading the "
+                        "progress of b: Local: Timed out); the stream goes on, and the read is tried again at each "
+                        "commit interval for up to 30 s"]  # once per outage
+
+
+def test_an_outage_longer_than_the_timeout_fails_the_stream_naming_it():
+    from connectors.outage import Unreachable
+
+    time = FakeTime()
+    stream = UnreachableFor(time, {0.5: 10}, down=2, up=100)
+    loop = follow_stream(stream, ContinuousSettings(commit_interval_ms=1000), lambda w: None, None,
+                         clock=time.clock, wait=time.sleep, outage_timeout_s=5)
+    assert next(loop).position == 10
+    with pytest.raises(Unreachable, match="did not answer while reading the progress"):
+        next(loop)
+    assert time.now == 7 and stream.stopped_at == 7  # 5 s after the first read that failed

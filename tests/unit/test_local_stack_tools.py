@@ -102,7 +102,7 @@ def test_two_processes_fetch_into_the_cache_one_at_a_time_and_a_fetch_may_call_a
     import sys
     import textwrap
 
-    program = textwrap.dedent(f"""
+    program = textwrap.dedent("""
         import time
         from bridgectl.fetch import one_fetch_at_a_time
 
