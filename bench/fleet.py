@@ -32,7 +32,7 @@ import yaml
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
 from bench.continuous import kafka_producer
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
-from bench.process_memory import TreeCpu, tree
+from bench.process_memory import TreeCpu
 from bridgectl.paths import PROJECT_ROOT
 
 SETTLE_S = 10  # after the last run started, before anything is measured

@@ -2,12 +2,14 @@
 
 Runs the same function a Spark task runs (the shared write_records over the sink's writer) over Arrow batches of N records
 against a fresh local stack's pstest or Lite server, and prints the functions with the most own time.
-Usage: python -m bench.profile_sink [--connector cloud|lite] [--records 20000] [--size 1024]
+Usage: python -m bench.profile_sink [--connector cloud|lite] [--records 20000] [--size 1024] [--counter]
+With --counter the Cloud sink publishes to the counting Pub/Sub endpoint (bench.pubsub_counter) instead of pstest.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import functools
 import os
@@ -18,6 +20,7 @@ import pyarrow as pa
 
 from bench.common import bench_stack
 from bench.data import lite_connection, lite_topic, payload, pubsub_topic
+from bench.pubsub_counter import running_counter
 
 
 def batches(count: int, size: int, per_batch: int = 2000):
@@ -69,8 +72,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--connector", choices=("cloud", "lite"), default="cloud")
     parser.add_argument("--seed-defaults", action="store_true", help="the Cloud sink at the seed's batching keys")
+    parser.add_argument("--counter", action="store_true", help="the Cloud sink into the counting Pub/Sub endpoint")
     args = parser.parse_args()
-    with bench_stack():
+    with bench_stack(), (running_counter() if args.counter else contextlib.nullcontext()) as counter:
+        if counter is not None:
+            os.environ["PUBSUB_EMULATOR_HOST"] = counter.endpoint
         name = f"profile-{os.getpid()}"
         publish = cloud_sink_task(name, args.seed_defaults) if args.connector == "cloud" else lite_sink_task(name)
         profile = cProfile.Profile()
@@ -80,7 +86,7 @@ def main() -> None:
         profile.disable()
         elapsed = time.monotonic() - started
         print(f"{args.records:,} records of {args.size} B in {elapsed:.1f} s: {args.records / elapsed:,.0f}/s "
-              "in one task (one core); wall time includes waiting for pstest")
+              "in one task (one core); wall time includes waiting for the Pub/Sub end")
         pstats.Stats(profile).sort_stats("tottime").print_stats(15)
 
 

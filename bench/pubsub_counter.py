@@ -21,7 +21,7 @@ SOURCE = Path(__file__).parent / "pubsub_counter"
 
 @one_fetch_at_a_time
 def counter_binary() -> Path:
-    return go_binary("pubsub-counter", SOURCE, ("main.go", "go.mod", "go.sum"), "the counting Pub/Sub endpoint")
+    return go_binary("pubsub-counter", SOURCE, ("main.go", "flood.go", "go.mod", "go.sum"), "the counting Pub/Sub endpoint")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,16 @@ class PubSubCounter:
         """`messages` more messages of `size` bytes for `subscription` (a path) to serve; it exists from then on."""
         url = f"{self.stats_url}/preload?subscription={subscription}&messages={messages}&size={size}"
         urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10).close()
+
+
+def flood(counter: PubSubCounter, messages: int, size: int) -> dict:
+    """The endpoint's own limit, a floor of it: a Go client (the same binary) publishing `messages` of `size` bytes in
+    requests of 1,000, 8 in flight, as fast as it answers; what it sent, and the seconds it took."""
+    done = subprocess.run([str(counter_binary()), "--flood", counter.endpoint, "--messages", str(messages),
+                           "--size", str(size)], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"the flood client failed: {done.stderr.strip()[-400:]}")
+    return json.loads(done.stdout)
 
 
 @contextmanager

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from bench.common import attached_stack, fresh_pubsub, run_sink_batch, warm_engine
 from bench.data import (
@@ -36,6 +38,8 @@ WARM_UP_RECORDS = 2_000
 CONNECTORS = frozenset({"CloudPubSubSinkConnector", "PubSubLiteSinkConnector", "S3BlockGzipSinkConnector",
                         "CloudPubSubSourceConnector", "PubSubLiteSourceConnector"})
 ARCHIVE_SETTINGS = {"seed defaults (64 MiB blocks)": {}, "1 MiB blocks": {"compressed_block_size": 1 << 20}}
+# The Cloud Pub/Sub sink's settings measured (--cloud-sink-settings): every one unless a bench asks for fewer.
+cloud_sink_settings_wanted: frozenset[str] = frozenset(CLOUD_SINK_SETTINGS) | {AVRO_LABEL}
 
 
 @dataclass
@@ -51,6 +55,8 @@ class Row:
     # On Connect: the server's resident memory when the row started (its JVM and Python workers, grown by earlier
     # rows); peak_mb - engine_at_start_mb is the run process plus what the server grew by for this run.
     engine_at_start_mb: float
+    # cpu_s split by process: this run process, the engine's JVM, the engine's Python workers (`other`: exited ones)
+    cpu_split: dict[str, float] = field(default_factory=dict)
 
 
 def main() -> None:
@@ -62,8 +68,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", default="", help="a comma list of connectors to measure (default: every one)")
+    parser.add_argument("--cloud-sink-settings", default="",
+                        help="a comma list of the Cloud Pub/Sub sink's settings labels to measure (default: every one)")
     args = parser.parse_args()
     only = frozenset(filter(None, args.only.split(",")))
+    global cloud_sink_settings_wanted
+    cloud_sink_settings_wanted = frozenset(filter(None, args.cloud_sink_settings.split(","))) or \
+        cloud_sink_settings_wanted
 
     from connectors.bridge import BatchSettings
     from connectors.kafka.admin import KafkaAdmin
@@ -83,8 +94,12 @@ def main() -> None:
         with TreeCpu(os.getpid(), *also) as tree_cpu, PeakMemory(also=also) as memory:
             records, seconds = run()
             cpu = tree_cpu.seconds()
+            split = Counter()
+            for pid, used in tree_cpu.by_process().items():
+                split[_process_kind(pid)] += used
         rows.append(Row(connector, args.engine, size, settings, records, round(seconds, 3), round(memory.peak / 1e6),
-                        round(cpu, 2), round(memory.also_at_start / 1e6)))
+                        round(cpu, 2), round(memory.also_at_start / 1e6),
+                        {kind: round(used, 2) for kind, used in split.items()}))
         print(f"{connector:28} {args.engine:8} {size:5} B  {settings:32} {records:>8,} in {seconds:6.1f} s",
               flush=True)
 
@@ -98,6 +113,15 @@ def main() -> None:
                    "rows": [asdict(r) for r in rows]}, out, indent=1)
 
 
+def _process_kind(pid: int) -> str:
+    if pid == os.getpid():
+        return "run process"
+    try:
+        return "engine JVM" if Path(f"/proc/{pid}/comm").read_text().strip() == "java" else "Python workers"
+    except OSError:
+        return "other"
+
+
 def _each(only, measure, spark, admin, topic, size, batch, source_records, lite_records) -> None:
     """Every connector's rows (those in `only`, when it names any); the Lite source reads what the Lite sink
     published, so it brings the Lite sink's rows with it."""
@@ -106,7 +130,7 @@ def _each(only, measure, spark, admin, topic, size, batch, source_records, lite_
 
     if wanted("CloudPubSubSinkConnector"):
         _cloud_sink(measure, spark, admin, topic, size, batch)
-        if size >= 1024:
+        if size >= 1024 and AVRO_LABEL in cloud_sink_settings_wanted:
             _cloud_sink_avro(measure, spark, admin, size, batch)
     if wanted("PubSubLiteSinkConnector", "PubSubLiteSourceConnector"):
         lite_subscription = _lite_sink(measure, spark, admin, topic, size, batch)
@@ -140,7 +164,8 @@ def warm_up(spark, admin, records: int, only: frozenset[str] = frozenset()) -> l
     topic = kafka_topic(unique_name("warm-up"), PARTITIONS, records, size)
     if not only or "CloudPubSubSinkConnector" in only:
         _cloud_sink(record, spark, admin, topic, size, BatchSettings(max_records=records, initial_offsets="earliest"))
-        _cloud_sink_avro(record, spark, admin, 1024, small)
+        if AVRO_LABEL in cloud_sink_settings_wanted:
+            _cloud_sink_avro(record, spark, admin, 1024, small)
     rest = (only or CONNECTORS) - {"CloudPubSubSinkConnector"}  # warmed up with a whole batch above
     if rest:
         _each(rest, record, spark, admin, topic, size, small, WARM_UP_RECORDS, WARM_UP_RECORDS)
@@ -154,6 +179,8 @@ def _cloud_sink(measure, spark, admin, topic, size, batch):
 
     connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
     for label, keys in CLOUD_SINK_SETTINGS.items():
+        if label not in cloud_sink_settings_wanted:
+            continue
         fresh_pubsub()
         destination = unique_name("cps-sink")
         pubsub_topic(destination, subscribe=False)

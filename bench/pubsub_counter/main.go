@@ -389,7 +389,19 @@ func (s *server) preload(w http.ResponseWriter, r *http.Request) {
 func main() {
 	port := flag.Int("port", 8086, "the gRPC port (loopback, plaintext: the emulator switch of the clients)")
 	statsPort := flag.Int("stats-port", 8087, "the HTTP port of /stats, /reset and /preload (loopback)")
+	floodTarget := flag.String("flood", "", "instead of serving: publish to this host:port as fast as it answers, "+
+		"and print what was sent and in how many seconds (JSON)")
+	floodMessages := flag.Int("messages", 1000000, "--flood: how many messages")
+	floodSize := flag.Int("size", 1024, "--flood: bytes of data per message")
+	floodStreams := flag.Int("streams", 8, "--flood: publish calls in flight at once")
 	flag.Parse()
+	if *floodTarget != "" {
+		if err := flood(*floodTarget, "projects/bench/topics/flood", *floodMessages, *floodSize, 1000,
+			*floodStreams); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	s := &server{published: publishCounts{perSecond: map[int64]int64{}}, started: time.Now(),
 		topics: map[string]*pb.Topic{}, subs: map[string]*subscription{}, data: map[int64][]byte{}}
 	listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *port))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench.pubsub_counter import running_counter
+from bench.pubsub_counter import flood, running_counter
 
 pytestmark = pytest.mark.e2e
 
@@ -63,3 +63,10 @@ def test_a_preloaded_subscription_serves_exactly_its_messages_over_pull_and_stre
     assert (served["left"], served["served"], served["acked"]) == (0, 3000, 3000)
     with pytest.raises(Exception, match="preload it first"):
         subscriber.pull(subscription="projects/bench/subscriptions/unknown", max_messages=1)
+
+
+def test_the_flood_client_sends_what_it_says_and_the_endpoint_counts_it(counter):
+    sent = flood(counter, 20_000, 512)
+    assert (sent["messages"], sent["bytes"]) == (20_000, 20_000 * 512) and sent["seconds"] > 0
+    published = counter.stats()["published"]
+    assert (published["messages"], published["bytes"]) == (20_000, 20_000 * 512)
