@@ -68,7 +68,8 @@ def our_row(counter: PubSubCounter, records: int, size: int) -> dict:
 
 
 def _arrived(row: dict, counter: PubSubCounter, before: int, expected: int, who: str) -> dict:
-    """The row with what the endpoint counted in it (warm-up and row); fewer than sent is a failed row, not a fast one."""
+    """The row with what the endpoint counted in it (warm-up and row): fewer than sent is a failed row, not a fast
+    one."""
     arrived = counter.stats()["published"]["messages"] - before
     if arrived < expected:
         raise RuntimeError(f"{who}: the counting endpoint got {arrived:,} messages of the {expected:,} sent")
@@ -100,8 +101,8 @@ def render(results: dict) -> str:
                      f"{s['cpu_median']:.2f} ({s['cpu_min']:.2f}-{s['cpu_max']:.2f}) | {s['peak_mb_median']:,.0f} |")
     lines.append(f"| the endpoint's limit (a Go client publishing as fast as it answers) | "
                  f"{results['endpoint_limit']:,} | | |")
-    lines += ["", f"Ours ÷ Java: **{ratio:.2f}x** the records/s (target 2x) at **{cpu_ratio:.2f}x** the CPU per record "
-              "(target at most 0.5x)."]
+    lines += ["", f"Ours ÷ Java: **{ratio:.2f}x** the records/s (target 2x) at **{cpu_ratio:.2f}x** the CPU per "
+              "record (target at most 0.5x)."]
     splits = [r["cpu_split_per_100k"] for r in results["ours"] if "cpu_split_per_100k" in r]
     if splits:
         kinds = sorted({kind for split in splits for kind in split})

@@ -252,7 +252,7 @@ def java_worker(name: str, connector: dict[str, str], ready_line: str | None = N
     folder = BENCH_STACK_HOME / "java-continuous"
     shutil.rmtree(folder, ignore_errors=True)
     with java_reference(folder) as reference:
-        worker, log, _ = reference._start(unique_name(name), connector)
+        worker, log, _ = reference.start_worker(unique_name(name), connector)
         try:
             deadline = time.monotonic() + 120
             while ready_line and ready_line not in log.read_text(errors="replace"):

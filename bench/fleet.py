@@ -227,7 +227,7 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, 
 
 
 def java(count: int, rate: float, seconds: float) -> dict:
-    from bench.java_reference import _add_connector, java_reference
+    from bench.java_reference import add_connector, java_reference
 
     topics, subscriptions = _fleet_topics(count)
     folder = BENCH_STACK_HOME / "java-fleet"
@@ -235,10 +235,10 @@ def java(count: int, rate: float, seconds: float) -> dict:
     with java_reference(folder) as reference:
 
         def connector(topic: str) -> dict:
-            return reference._connector(topic, {"connector.class": JAVA_SINK, "tasks.max": "1", "topics": topic,
+            return reference.connector_config(topic, {"connector.class": JAVA_SINK, "tasks.max": "1", "topics": topic,
                                                 "cps.project": PROJECT, "cps.topic": topic})
 
-        worker, log, port = reference._start(topics[0], connector(topics[0]))
+        worker, log, port = reference.start_worker(topics[0], connector(topics[0]))
         try:
             deadline = time.monotonic() + 180
             while "Adding newly assigned partitions" not in log.read_text(errors="replace"):
@@ -246,7 +246,7 @@ def java(count: int, rate: float, seconds: float) -> dict:
                     raise RuntimeError(f"the Java worker did not start:\n{log.read_text()[-3000:]}")
                 time.sleep(0.2)
             for topic in topics[1:]:
-                _add_connector(port, connector(topic))
+                add_connector(port, connector(topic))
             while log.read_text(errors="replace").count("Adding newly assigned partitions") < count:
                 if worker.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the Java worker did not start every connector:\n{log.read_text()[-3000:]}")

@@ -48,13 +48,13 @@ class JavaReference:
         self.classpath = str(fetch.kafka_connect_jars() / "*")
         self.plugin = fetch.pubsub_java_connector_plugin()
 
-    def _connector(self, name: str, connector: dict[str, str]) -> dict[str, str]:
+    def connector_config(self, name: str, connector: dict[str, str]) -> dict[str, str]:
         return {"name": name, "gcp.credentials.file.path": str(self.credentials / "service-account.json"),
                 "key.converter": "org.apache.kafka.connect.storage.StringConverter",
                 "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter", **connector}
 
-    def _start(self, name: str, connector: dict[str, str], classpath: str | None = None,
-               ) -> tuple[subprocess.Popen, Path, int]:
+    def start_worker(self, name: str, connector: dict[str, str], classpath: str | None = None,
+                     ) -> tuple[subprocess.Popen, Path, int]:
         """A standalone worker running `connector` (on `classpath`, default Kafka Connect 4's): the process, its log
         and its REST port."""
         work = self.folder / name
@@ -68,7 +68,7 @@ class JavaReference:
             "offset.storage.file.filename": str(work / "offsets"), "offset.flush.interval.ms": "1000",
             "listeners": f"http://127.0.0.1:{port}",
         })
-        _properties(work / "connector.properties", self._connector(name, connector))
+        _properties(work / "connector.properties", self.connector_config(name, connector))
         log = work / "worker.log"
         command = [
             fetch.require_tool("java", "OpenJDK 17"), "-Xms256m", "-Xmx2g",  # connect-standalone.sh's heap
@@ -100,16 +100,16 @@ class JavaReference:
             return {**_pubsub_end("sink", lite, destination), "tasks.max": str(tasks_max), "topics": connector_topic}
 
         deadline = time.monotonic() + timeout_s
-        worker, log, port = self._start(f"{name}-warm-up" if warm_up_topic else name,
-                                        config(warm_up_topic, warm_up_destination or destination) if warm_up_topic
-                                        else config(topic))
+        worker, log, port = self.start_worker(f"{name}-warm-up" if warm_up_topic else name,
+                                              config(warm_up_topic, warm_up_destination or destination)
+                                              if warm_up_topic else config(topic))
         try:
             if warm_up_topic:
                 _sink_done(admin, worker, log, f"{name}-warm-up", warm_up_topic, deadline)
-                _add_connector(port, self._connector(name, config(topic)))
+                add_connector(port, self.connector_config(name, config(topic)))
             return _row(records, *_sink_done(admin, worker, log, name, topic, deadline))
         finally:
-            _stop(worker)
+            stop_worker(worker)
 
     def source(self, admin, subscription: str, kafka_topic: str, records: int, tasks_max: int,
                warm_up: tuple[str, str] | None = None, timeout_s: float = 300, lite: bool = False) -> dict:
@@ -126,16 +126,16 @@ class JavaReference:
 
         deadline = time.monotonic() + timeout_s
         # The Lite source's client calls a ConsumerRecord constructor that Kafka 4 removed: a 3.9 worker for it.
-        worker, log, port = self._start(f"{name}-warm-up" if warm_up else name,
-                                        config(*(warm_up or (subscription, kafka_topic))),
-                                        str(fetch.kafka_connect_3_jars() / "*") if lite else None)
+        worker, log, port = self.start_worker(f"{name}-warm-up" if warm_up else name,
+                                              config(*(warm_up or (subscription, kafka_topic))),
+                                              str(fetch.kafka_connect_3_jars() / "*") if lite else None)
         try:
             if warm_up:
                 _source_done(admin, worker, log, warm_up[1], records, deadline)
-                _add_connector(port, self._connector(name, config(subscription, kafka_topic)))
+                add_connector(port, self.connector_config(name, config(subscription, kafka_topic)))
             return _source_done(admin, worker, log, kafka_topic, records, deadline)
         finally:
-            _stop(worker)
+            stop_worker(worker)
 
     def lite_rows(self, admin, topic: str, warm_up_topic: str, records: int, size: int) -> dict[str, dict]:
         """The Lite sink (Kafka `topic` -> a 4-partition Lite topic) and then the Lite source (that topic's
@@ -184,14 +184,14 @@ def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, r
     first_cpu, peak = None, 0
     with TreeCpu(worker.pid) as cpu:
         while True:
-            peak = max(peak, _rss(worker))
+            peak = max(peak, worker_rss(worker))
             written = sum(admin.end_offsets(partitions).get(kafka_topic, {}).values())
             if written and first_cpu is None:
                 first_cpu = cpu.seconds()
             if written >= records:
                 done_cpu = cpu.seconds()
                 break
-            _check(worker, log, deadline)
+            check_worker(worker, log, deadline)
             time.sleep(0.1)
     first, last = arrival_span(kafka_topic, partitions[kafka_topic], records)
     return _row(records, last - first, done_cpu - first_cpu, peak)
@@ -208,25 +208,25 @@ def _sink_done(admin, worker: subprocess.Popen, log: Path, name: str, topic: str
     assigned_cpu, peak = None, 0
     with TreeCpu(worker.pid) as cpu:
         while True:
-            peak = max(peak, _rss(worker))
+            peak = max(peak, worker_rss(worker))
             if assigned_cpu is None and assigned.search(log.read_text(errors="replace")):
                 assigned_cpu = cpu.seconds()
             committed = admin.committed_offsets(f"connect-{name}", partitions).get(topic, {})
             if sum(committed.values()) >= end:
                 done, done_cpu = time.time(), cpu.seconds()
                 break
-            _check(worker, log, deadline)
+            check_worker(worker, log, deadline)
             time.sleep(0.1)
     first = int(assigned.search(log.read_text(errors="replace")).group(1)) / 1000
     return done - first, done_cpu - (assigned_cpu or 0.0), peak
 
 
-def _rss(worker: subprocess.Popen) -> int:
+def worker_rss(worker: subprocess.Popen) -> int:
     """The worker JVM's resident bytes now (sampled every 0.1 s by the waits above)."""
     return sum(tree_rss_by_kind(worker.pid).values())
 
 
-def _add_connector(port: int, config: dict[str, str]) -> None:
+def add_connector(port: int, config: dict[str, str]) -> None:
     """A connector added to a running standalone worker through its REST API."""
     import json
     import urllib.request
@@ -239,11 +239,13 @@ def _add_connector(port: int, config: dict[str, str]) -> None:
             raise RuntimeError(f"the Java worker refused connector {config['name']}: HTTP {response.status}")
 
 
-def arrival_span(topic: str, partitions: list[int], records: int) -> tuple[float, float]:
-    """First and last broker timestamps (seconds) of a LogAppendTime topic's first `records` records."""
+def arrival_span(topic: str, partitions: list[int], records: int, bootstrap: str | None = None) -> tuple[float, float]:
+    """First and last broker timestamps (seconds) of a LogAppendTime topic's first `records` records (on the stack's
+    Kafka, or `bootstrap`)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": unique_name("span"),
+    consumer = Consumer({"bootstrap.servers": bootstrap or os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+                         "group.id": unique_name("span"),
                          "enable.auto.commit": False, "log_level": 3})
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     stamps: list[int] = []
@@ -267,14 +269,14 @@ def _properties(path: Path, values: dict[str, str]) -> None:
     path.write_text(javaproperties.dumps(values, timestamp=False))
 
 
-def _check(worker: subprocess.Popen, log: Path, deadline: float) -> None:
+def check_worker(worker: subprocess.Popen, log: Path, deadline: float) -> None:
     if worker.poll() is not None or time.monotonic() > deadline:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         raise RuntimeError(f"the Java connector's worker {'exited' if worker.poll() is not None else 'timed out'}:\n"
                            f"{tail}")
 
 
-def _stop(worker: subprocess.Popen) -> None:
+def stop_worker(worker: subprocess.Popen) -> None:
     worker.terminate()
     try:
         worker.wait(30)

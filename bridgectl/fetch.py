@@ -154,6 +154,16 @@ def kafka_connect_jars() -> Path:
 
 
 @one_fetch_at_a_time
+def kafka_mirror_jars() -> Path:
+    """Kafka Connect 4.1.1 with MirrorMaker 2's connectors (connect-mirror): the bench's Kafka -> Kafka reference."""
+    target = cache_dir() / "kafka-mirror-libs"
+    if not target.is_dir():
+        _copy_maven_dependencies("Kafka Connect 4.1.1 with MirrorMaker 2 (connect-mirror)",
+                                 STACK_FILES / "maven" / "kafka-mirror.pom.xml", target)
+    return target
+
+
+@one_fetch_at_a_time
 def kafka_transforms_jars() -> Path:
     """Apache Kafka's single message transforms with JsonConverter (the reference of the transforms' differential
     test)."""

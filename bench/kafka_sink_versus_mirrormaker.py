@@ -1,0 +1,197 @@
+"""The Kafka -> Kafka bridge beside MirrorMaker 2, in rounds (about 8 minutes on 2 cores):
+
+    python -m bench.kafka_sink_versus_mirrormaker [--records 1000000] [--size 1024] [--rounds 3]
+
+On one fresh stack (its two Kafka clusters, no emulator anywhere), each round copies the same source topic of
+`--records` records (4 partitions) to the target cluster twice, one after the other, the order alternating:
+- MirrorMaker 2: Apache Kafka's MirrorSourceConnector (connect-mirror 4.1.1, tasks.max=2, its defaults, ByteArray
+  converters) on a warm Kafka Connect standalone worker: a first connector copies a warm-up topic of as many records
+  in the same JVM, then the row's connector is added through the worker's REST API. The target topic is made first
+  with LogAppendTime; the row is first to last arrival there, the JVM's CPU over the same span.
+- ours: the Kafka sink (KafkaSinkConnector, at least once) in one micro-batch on the warm Spark Connect engine, after
+  an untimed batch; its row is the batch (plan to last delivery), its CPU the run process's and the engine's.
+Prints medians with min-max, the ratio of medians and the brokers' own limit beside them, and writes
+bench/kafka_sink_versus_mirrormaker.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.markdown import Markdown
+
+from bench import limits
+from bench.common import BENCH_STACK_HOME, bench_stack, warm_engine
+from bench.data import kafka_topic, unique_name
+from bench.java_reference import (
+    JavaReference, add_connector, arrival_span, check_worker, stop_worker, worker_rss,
+)
+from bench.process_memory import TreeCpu
+from bridgectl import fetch
+
+OUT = Path(__file__).resolve().parent / "kafka_sink_versus_mirrormaker.json"
+PARTITIONS = 4
+
+
+def _admin(bootstrap: str):
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    return KafkaAdmin(KafkaConnection(bootstrap))
+
+
+def mirror_config(alias: str, topic: str) -> dict[str, str]:
+    """A MirrorSourceConnector copying `topic` from the stack's Kafka (named `alias`) to `<alias>.<topic>` on the
+    target cluster, the worker's own."""
+    return {"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector", "tasks.max": "2",
+            "source.cluster.alias": alias, "target.cluster.alias": "target", "topics": topic,
+            "source.cluster.bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+            "target.cluster.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+            "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "replication.factor": "1", "offset-syncs.topic.replication.factor": "1",
+            "sync.topic.acls.enabled": "false", "sync.topic.configs.enabled": "false",
+            "refresh.topics.interval.seconds": "1"}
+
+
+def mirror_row(topic: str, warm_up: str, records: int, round_no: int, timeout_s: float = 600) -> dict:
+    """MirrorMaker 2 on a warm worker: the warm-up connector copies `warm_up`, then the row's connector `topic`."""
+    target_bootstrap = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
+    target = _admin(target_bootstrap)
+    row_alias, warm_alias = f"row{round_no}", f"warm{round_no}"
+    for alias, name in ((row_alias, topic), (warm_alias, warm_up)):
+        target.create_topic(f"{alias}.{name}", PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    folder = BENCH_STACK_HOME / f"mirrormaker-{round_no}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / "hosts").write_text("127.0.0.1 localhost\n")  # the worker's JVM resolves names from this file only
+    worker_home = JavaReference(folder, folder, target_bootstrap)
+    deadline = time.monotonic() + timeout_s
+    worker, log, port = worker_home.start_worker(unique_name("mm2-warm-up"), mirror_config(warm_alias, warm_up),
+                                                 str(fetch.kafka_mirror_jars() / "*"))
+    try:
+        _arrived(target, worker, log, f"{warm_alias}.{warm_up}", records, deadline)
+        add_connector(port, worker_home.connector_config(unique_name("mm2-row"), mirror_config(row_alias, topic)))
+        copied = f"{row_alias}.{topic}"
+        first_cpu, done_cpu, peak = _arrived(target, worker, log, copied, records, deadline)
+    finally:
+        stop_worker(worker)
+    first, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
+    cpu = done_cpu - first_cpu
+    return {"records": records, "seconds": round(last - first, 3), "cpu_s": round(cpu, 2),
+            "cpu_per_100k": round(cpu * 100_000 / records, 2), "peak_mb": round(peak / 1e6)}
+
+
+def _arrived(target, worker, log: Path, topic: str, records: int, deadline: float) -> tuple[float, float, int]:
+    """Wait until `records` are in `topic`: the worker's CPU seconds at the first one and at the last, its peak RSS."""
+    partitions = target.partitions([topic])
+    first_cpu, peak = None, 0
+    with TreeCpu(worker.pid) as cpu:
+        while True:
+            peak = max(peak, worker_rss(worker))
+            written = sum(target.end_offsets(partitions).get(topic, {}).values())
+            if written and first_cpu is None:
+                first_cpu = cpu.seconds()
+            if written >= records:
+                return first_cpu, cpu.seconds(), peak
+            check_worker(worker, log, deadline)
+            time.sleep(0.1)
+
+
+def our_row(spark, server_pid: int, topic: str, records: int, label: str) -> dict:
+    """The Kafka sink copying `topic` to `<label>.<topic>` in one batch from the earliest offsets."""
+    from connectors.bridge import BatchSettings
+    from connectors.kafka_sink.config import KafkaSinkConfig
+    from connectors.kafka_sink.plugin import run_replica_batch
+
+    admin = _admin(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
+    config = KafkaSinkConfig.model_validate({
+        "topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+        "topic.rename.format": f"{label}.${{topic}}"})
+    bridge = f"bench_{label}"
+    with TreeCpu(os.getpid(), server_pid) as cpu:
+        result = run_replica_batch(spark, bridge, config, admin, {},
+                                   BatchSettings(max_records=records, initial_offsets="earliest"), f"connect-{bridge}")
+        cpu_s = cpu.seconds()
+    if result.batch.totals["records"] != records:
+        raise RuntimeError(f"ours copied {result.batch.totals['records']:,} records of {records:,}")
+    return {"records": records, "seconds": round(result.batch.duration_s, 3), "cpu_s": round(cpu_s, 2),
+            "cpu_per_100k": round(cpu_s * 100_000 / records, 2)}
+
+
+def summary(rows: list[dict]) -> dict:
+    rates = sorted(r["records"] / r["seconds"] for r in rows)
+    cpus = sorted(r["cpu_per_100k"] for r in rows)
+    return {"rate_median": statistics.median(rates), "rate_min": rates[0], "rate_max": rates[-1],
+            "cpu_median": statistics.median(cpus), "cpu_min": cpus[0], "cpu_max": cpus[-1]}
+
+
+def render(results: dict) -> str:
+    ours, mm2 = summary(results["ours"]), summary(results["mirrormaker"])
+    ratio, cpu_ratio = ours["rate_median"] / mm2["rate_median"], ours["cpu_median"] / mm2["cpu_median"]
+    limit = results["brokers_limit"]
+    lines = [f"Measured {results['date']} on {results['cores']} cores: Kafka -> Kafka between the stack's two "
+             f"clusters, {results['records']:,} records of {results['size']:,} B per row, {PARTITIONS} partitions, "
+             f"{results['rounds']} rounds with the order alternating. MirrorMaker 2: MirrorSourceConnector "
+             "(connect-mirror 4.1.1, tasks.max=2) on a warm worker, first to last arrival; ours: the Kafka sink, one "
+             "micro-batch on the warm Spark Connect engine, plan to last delivery. Medians (min-max). CPU: the "
+             "worker's JVM; for ours the run process and the Spark Connect server.",
+             "",
+             "| | records/s | CPU s per 100k |",
+             "| --- | --- | --- |"]
+    for name, s in (("ours", ours), ("MirrorMaker 2", mm2)):
+        lines.append(f"| {name} | {s['rate_median']:,.0f} ({s['rate_min']:,.0f}-{s['rate_max']:,.0f}) | "
+                     f"{s['cpu_median']:.2f} ({s['cpu_min']:.2f}-{s['cpu_max']:.2f}) |")
+    lines.append(f"| the brokers' limit: one consumer, one producer, each alone | {limit['consume']:,.0f} / "
+                 f"{limit['produce']:,.0f} | |")
+    lines += ["", f"Ours ÷ MirrorMaker 2: **{ratio:.2f}x** the records/s (target 3x) at **{cpu_ratio:.2f}x** the "
+              f"CPU per record (target at most 0.4x); ours at **{ours['rate_median'] / min(limit.values()):.2f}x** "
+              "the lower of the brokers' limits (target at least 0.8x)."]
+    if ours["rate_min"] <= mm2["rate_max"] and mm2["rate_min"] <= ours["rate_max"]:
+        lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    console = Console(stderr=True)
+    results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
+               "size": args.size, "rounds": args.rounds, "mirrormaker": [], "ours": []}
+    with bench_stack() as stack:
+        console.print(f"filling two topics with {args.records:,} records of {args.size:,} B ...")
+        topic, warm_up = (kafka_topic(unique_name(f"mirror-{kind}"), PARTITIONS, args.records, args.size)
+                          for kind in ("row", "warm-up"))
+        results["brokers_limit"] = {
+            "consume": round(limits.kafka_consume(topic, args.records)),
+            "produce": round(limits.kafka_produce(kafka_topic(unique_name("limit-produce"), PARTITIONS),
+                                                  args.records, args.size))}
+        console.print(f"the brokers' limit: {results['brokers_limit']}")
+        spark, _ = warm_engine("connect", stack.env()["BRIDGE_SPARK_REMOTE"])
+        server = {s.name: s.pid for s in stack.status()}["spark"]
+        our_row(spark, server, warm_up, args.records, "warm-up")  # untimed: imports, producers on the workers
+        for round_no in range(args.rounds):
+            for who in (("mirrormaker", "ours") if round_no % 2 == 0 else ("ours", "mirrormaker")):
+                console.print(f"round {round_no + 1}: {who} ...")
+                row = (mirror_row(topic, warm_up, args.records, round_no) if who == "mirrormaker"
+                       else our_row(spark, server, topic, args.records, f"ours{round_no}"))
+                console.print(f"  {row['records'] / row['seconds']:,.0f} records/s, "
+                              f"{row['cpu_per_100k']:.2f} CPU s per 100k")
+                results[who].append(row)
+    OUT.write_text(json.dumps(results, indent=1))
+    Console().print(Markdown(render(results)))
+
+
+if __name__ == "__main__":
+    main()
