@@ -15,7 +15,6 @@ and writes bench/cloud_sink_on_counter.json.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -29,7 +28,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markdown import Markdown
 
-from bench.common import BENCH_STACK_HOME, bench_stack
+from bench.common import (
+    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap,
+)
 from bench.data import kafka_topic, pubsub_topic, unique_name
 from bench.java_reference import java_reference
 from bench.pubsub_counter import PubSubCounter, flood, running_counter
@@ -76,16 +77,9 @@ def _arrived(row: dict, counter: PubSubCounter, before: int, expected: int, who:
     return {**row, "arrived": arrived}
 
 
-def summary(rows: list[dict]) -> dict:
-    rates = sorted(r["records"] / r["seconds"] for r in rows)
-    cpus = sorted(r["cpu_per_100k"] for r in rows)
-    return {"rate_median": statistics.median(rates), "rate_min": rates[0], "rate_max": rates[-1],
-            "cpu_median": statistics.median(cpus), "cpu_min": cpus[0], "cpu_max": cpus[-1],
-            "peak_mb_median": statistics.median(r["peak_mb"] for r in rows)}
-
-
 def render(results: dict) -> str:
-    ours, java = summary(results["ours"]), summary(results["java"])
+    ours, java = rounds_summary(results["ours"]), rounds_summary(results["java"])
+    peak_mb = {name: statistics.median(r["peak_mb"] for r in results[name]) for name in ("ours", "java")}
     ratio = ours["rate_median"] / java["rate_median"]
     cpu_ratio = ours["cpu_median"] / java["cpu_median"]
     lines = [f"Measured {results['date']} on {results['cores']} cores: the Cloud Pub/Sub sink, {results['records']:,} "
@@ -96,9 +90,9 @@ def render(results: dict) -> str:
              "",
              "| | records/s | CPU s per 100k | peak MB |",
              "| --- | --- | --- | --- |"]
-    for name, s in (("ours", ours), ("Java", java)):
+    for name, key, s in (("ours", "ours", ours), ("Java", "java", java)):
         lines.append(f"| {name} | {s['rate_median']:,.0f} ({s['rate_min']:,.0f}-{s['rate_max']:,.0f}) | "
-                     f"{s['cpu_median']:.2f} ({s['cpu_min']:.2f}-{s['cpu_max']:.2f}) | {s['peak_mb_median']:,.0f} |")
+                     f"{s['cpu_median']:.2f} ({s['cpu_min']:.2f}-{s['cpu_max']:.2f}) | {peak_mb[key]:,.0f} |")
     lines.append(f"| the endpoint's limit (a Go client publishing as fast as it answers) | "
                  f"{results['endpoint_limit']:,} | | |")
     lines += ["", f"Ours ÷ Java: **{ratio:.2f}x** the records/s (target 2x) at **{cpu_ratio:.2f}x** the CPU per "
@@ -108,21 +102,16 @@ def render(results: dict) -> str:
         kinds = sorted({kind for split in splits for kind in split})
         lines.append("Where ours' CPU goes (CPU s per 100k, medians): " + ", ".join(
             f"{kind} {statistics.median(split.get(kind, 0.0) for split in splits):.2f}" for kind in kinds) + ".")
-    overlap = ours["rate_min"] <= java["rate_max"] and java["rate_min"] <= ours["rate_max"]
-    if overlap:
+    if spreads_overlap(ours, java):
         lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = rounds_arguments(__doc__).parse_args()
     console = Console(stderr=True)
     results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
-               "size": args.size, "rounds": args.rounds, "java": [], "ours": []}
+               "size": args.size, "rounds": args.rounds}
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
 
@@ -136,14 +125,9 @@ def main() -> None:
         limit = flood(counter, args.records, args.size)
         results["endpoint_limit"] = round(limit["messages"] / limit["seconds"])
         console.print(f"the endpoint's own limit (a Go client's floor of it): {results['endpoint_limit']:,}/s")
-        for round_no in range(args.rounds):
-            for who in (("java", "ours") if round_no % 2 == 0 else ("ours", "java")):
-                console.print(f"round {round_no + 1}: {who} ...")
-                row = (java_row(counter, admin, topic, warm_up, args.records, round_no) if who == "java"
-                       else our_row(counter, args.records, args.size))
-                console.print(f"  {row['records'] / row['seconds']:,.0f} records/s, "
-                              f"{row['cpu_per_100k']:.2f} CPU s per 100k")
-                results[who].append(row)
+        results |= alternating_rounds(args.rounds, {
+            "java": lambda round_no: java_row(counter, admin, topic, warm_up, args.records, round_no),
+            "ours": lambda round_no: our_row(counter, args.records, args.size)}, console.print)
     OUT.write_text(json.dumps(results, indent=1))
     Console().print(Markdown(render(results)))
 

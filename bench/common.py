@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
+import statistics
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from bridgectl.local_stack import LocalStack
 from bridgectl.paths import PROJECT_ROOT
@@ -61,3 +63,40 @@ def run_sink_batch(spark, config, admin, batch, open_writer, group: str):
     from connectors.kafka.sink_batch import run_kafka_sink_batch
 
     return run_kafka_sink_batch(spark, config, admin, {}, batch, group, sink_deliver("bench", config, admin, open_writer))
+
+
+def rounds_summary(rows: list[dict]) -> dict:
+    """Rows of one side over a bench's rounds (records, seconds, cpu_per_100k each): the median records/s and CPU s
+    per 100k, with their min and max."""
+    rates = sorted(r["records"] / r["seconds"] for r in rows)
+    cpus = sorted(r["cpu_per_100k"] for r in rows)
+    return {"rate_median": statistics.median(rates), "rate_min": rates[0], "rate_max": rates[-1],
+            "cpu_median": statistics.median(cpus), "cpu_min": cpus[0], "cpu_max": cpus[-1]}
+
+
+def spreads_overlap(ours: dict, reference: dict) -> bool:
+    """Whether two rounds_summary's records/s spreads overlap: then the gap between their medians is noise."""
+    return ours["rate_min"] <= reference["rate_max"] and reference["rate_min"] <= ours["rate_max"]
+
+
+def rounds_arguments(description: str) -> argparse.ArgumentParser:
+    """The options of a bench in rounds: --records and --size per row, --rounds."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=3)
+    return parser
+
+
+def alternating_rounds(rounds: int, sides: dict[str, Callable[[int], dict]],
+                       say: Callable[[str], object]) -> dict[str, list[dict]]:
+    """Each side's rows, one per round (`sides`: name -> the row of round N), the order turned around every other round
+    so that neither side always runs on the warmer machine."""
+    rows: dict[str, list[dict]] = {name: [] for name in sides}
+    for round_no in range(rounds):
+        for name in (list(sides) if round_no % 2 == 0 else list(sides)[::-1]):
+            say(f"round {round_no + 1}: {name} ...")
+            row = sides[name](round_no)
+            say(f"  {row['records'] / row['seconds']:,.0f} records/s, {row['cpu_per_100k']:.2f} CPU s per 100k")
+            rows[name].append(row)
+    return rows

@@ -180,21 +180,27 @@ def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, r
                  deadline: float) -> dict:
     """Wait until `records` arrived in `kafka_topic`: the row (first to last arrival, the worker's CPU from
     the first record seen to done)."""
-    partitions = admin.partitions([kafka_topic])
+    first_cpu, done_cpu, peak = wait_for_arrivals(admin, worker, log, kafka_topic, records, deadline)
+    first, last = arrival_span(kafka_topic, admin.partitions([kafka_topic])[kafka_topic], records)
+    return _row(records, last - first, done_cpu - first_cpu, peak)
+
+
+def wait_for_arrivals(admin, worker: subprocess.Popen, log: Path, topic: str, records: int,
+                      deadline: float) -> tuple[float, float, int]:
+    """Wait until `records` are in `topic` (on `admin`'s cluster), written by the worker: its CPU seconds when the
+    first arrived and when the last did, and its peak resident bytes until then."""
+    partitions = admin.partitions([topic])
     first_cpu, peak = None, 0
     with TreeCpu(worker.pid) as cpu:
         while True:
             peak = max(peak, worker_rss(worker))
-            written = sum(admin.end_offsets(partitions).get(kafka_topic, {}).values())
+            written = sum(admin.end_offsets(partitions).get(topic, {}).values())
             if written and first_cpu is None:
                 first_cpu = cpu.seconds()
             if written >= records:
-                done_cpu = cpu.seconds()
-                break
+                return first_cpu, cpu.seconds(), peak
             check_worker(worker, log, deadline)
             time.sleep(0.1)
-    first, last = arrival_span(kafka_topic, partitions[kafka_topic], records)
-    return _row(records, last - first, done_cpu - first_cpu, peak)
 
 
 def _sink_done(admin, worker: subprocess.Popen, log: Path, name: str, topic: str,

@@ -16,12 +16,10 @@ bench/kafka_sink_versus_mirrormaker.json.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
 import shutil
-import statistics
 import time
 from pathlib import Path
 
@@ -29,11 +27,11 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from bench import limits
-from bench.common import BENCH_STACK_HOME, bench_stack, warm_engine
-from bench.data import kafka_topic, unique_name
-from bench.java_reference import (
-    JavaReference, add_connector, arrival_span, check_worker, stop_worker, worker_rss,
+from bench.common import (
+    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap, warm_engine,
 )
+from bench.data import kafka_topic, unique_name
+from bench.java_reference import JavaReference, add_connector, arrival_span, stop_worker, wait_for_arrivals
 from bench.process_memory import TreeCpu
 from bridgectl import fetch
 
@@ -78,32 +76,16 @@ def mirror_row(topic: str, warm_up: str, records: int, round_no: int, timeout_s:
     worker, log, port = worker_home.start_worker(unique_name("mm2-warm-up"), mirror_config(warm_alias, warm_up),
                                                  str(fetch.kafka_mirror_jars() / "*"))
     try:
-        _arrived(target, worker, log, f"{warm_alias}.{warm_up}", records, deadline)
+        wait_for_arrivals(target, worker, log, f"{warm_alias}.{warm_up}", records, deadline)
         add_connector(port, worker_home.connector_config(unique_name("mm2-row"), mirror_config(row_alias, topic)))
         copied = f"{row_alias}.{topic}"
-        first_cpu, done_cpu, peak = _arrived(target, worker, log, copied, records, deadline)
+        first_cpu, done_cpu, peak = wait_for_arrivals(target, worker, log, copied, records, deadline)
     finally:
         stop_worker(worker)
     first, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
     cpu = done_cpu - first_cpu
     return {"records": records, "seconds": round(last - first, 3), "cpu_s": round(cpu, 2),
             "cpu_per_100k": round(cpu * 100_000 / records, 2), "peak_mb": round(peak / 1e6)}
-
-
-def _arrived(target, worker, log: Path, topic: str, records: int, deadline: float) -> tuple[float, float, int]:
-    """Wait until `records` are in `topic`: the worker's CPU seconds at the first one and at the last, its peak RSS."""
-    partitions = target.partitions([topic])
-    first_cpu, peak = None, 0
-    with TreeCpu(worker.pid) as cpu:
-        while True:
-            peak = max(peak, worker_rss(worker))
-            written = sum(target.end_offsets(partitions).get(topic, {}).values())
-            if written and first_cpu is None:
-                first_cpu = cpu.seconds()
-            if written >= records:
-                return first_cpu, cpu.seconds(), peak
-            check_worker(worker, log, deadline)
-            time.sleep(0.1)
 
 
 def our_row(spark, server_pid: int, topic: str, records: int, label: str) -> dict:
@@ -127,15 +109,8 @@ def our_row(spark, server_pid: int, topic: str, records: int, label: str) -> dic
             "cpu_per_100k": round(cpu_s * 100_000 / records, 2)}
 
 
-def summary(rows: list[dict]) -> dict:
-    rates = sorted(r["records"] / r["seconds"] for r in rows)
-    cpus = sorted(r["cpu_per_100k"] for r in rows)
-    return {"rate_median": statistics.median(rates), "rate_min": rates[0], "rate_max": rates[-1],
-            "cpu_median": statistics.median(cpus), "cpu_min": cpus[0], "cpu_max": cpus[-1]}
-
-
 def render(results: dict) -> str:
-    ours, mm2 = summary(results["ours"]), summary(results["mirrormaker"])
+    ours, mm2 = rounds_summary(results["ours"]), rounds_summary(results["mirrormaker"])
     ratio, cpu_ratio = ours["rate_median"] / mm2["rate_median"], ours["cpu_median"] / mm2["cpu_median"]
     limit = results["brokers_limit"]
     lines = [f"Measured {results['date']} on {results['cores']} cores: Kafka -> Kafka between the stack's two "
@@ -155,20 +130,16 @@ def render(results: dict) -> str:
     lines += ["", f"Ours ÷ MirrorMaker 2: **{ratio:.2f}x** the records/s (target 3x) at **{cpu_ratio:.2f}x** the "
               f"CPU per record (target at most 0.4x); ours at **{ours['rate_median'] / min(limit.values()):.2f}x** "
               "the lower of the brokers' limits (target at least 0.8x)."]
-    if ours["rate_min"] <= mm2["rate_max"] and mm2["rate_min"] <= ours["rate_max"]:
+    if spreads_overlap(ours, mm2):
         lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = rounds_arguments(__doc__).parse_args()
     console = Console(stderr=True)
     results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
-               "size": args.size, "rounds": args.rounds, "mirrormaker": [], "ours": []}
+               "size": args.size, "rounds": args.rounds}
     with bench_stack() as stack:
         console.print(f"filling two topics with {args.records:,} records of {args.size:,} B ...")
         topic, warm_up = (kafka_topic(unique_name(f"mirror-{kind}"), PARTITIONS, args.records, args.size)
@@ -181,14 +152,9 @@ def main() -> None:
         spark, _ = warm_engine("connect", stack.env()["BRIDGE_SPARK_REMOTE"])
         server = {s.name: s.pid for s in stack.status()}["spark"]
         our_row(spark, server, warm_up, args.records, "warm-up")  # untimed: imports, producers on the workers
-        for round_no in range(args.rounds):
-            for who in (("mirrormaker", "ours") if round_no % 2 == 0 else ("ours", "mirrormaker")):
-                console.print(f"round {round_no + 1}: {who} ...")
-                row = (mirror_row(topic, warm_up, args.records, round_no) if who == "mirrormaker"
-                       else our_row(spark, server, topic, args.records, f"ours{round_no}"))
-                console.print(f"  {row['records'] / row['seconds']:,.0f} records/s, "
-                              f"{row['cpu_per_100k']:.2f} CPU s per 100k")
-                results[who].append(row)
+        results |= alternating_rounds(args.rounds, {
+            "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no),
+            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}")}, console.print)
     OUT.write_text(json.dumps(results, indent=1))
     Console().print(Markdown(render(results)))
 

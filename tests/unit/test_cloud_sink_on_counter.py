@@ -1,6 +1,7 @@
 """The counting endpoint bench's table: medians with min-max, the ratio of medians, and a word when spreads overlap."""
 
-from bench.cloud_sink_on_counter import render, summary
+from bench.cloud_sink_on_counter import render
+from bench.common import rounds_summary
 
 
 def _row(rate: float, cpu_per_100k: float) -> dict:
@@ -13,7 +14,7 @@ def _results(ours: list[dict], java: list[dict]) -> dict:
 
 
 def test_a_summary_is_the_median_and_the_min_and_max_of_the_rounds():
-    got = summary([_row(90_000, 3.0), _row(100_000, 2.0), _row(60_000, 4.0)])
+    got = rounds_summary([_row(90_000, 3.0), _row(100_000, 2.0), _row(60_000, 4.0)])
     assert (round(got["rate_median"]), round(got["rate_min"]), round(got["rate_max"])) == (90_000, 60_000, 100_000)
     assert (got["cpu_median"], got["cpu_min"], got["cpu_max"]) == (3.0, 2.0, 4.0)
 
