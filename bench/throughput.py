@@ -22,6 +22,7 @@ from bench.data import (
     kafka_topic, lite_connection, lite_topic, produce_avro, publish_pubsub, pubsub_topic, unique_name,
 )
 from bench.process_memory import PeakMemory, TreeCpu
+from bench.pubsub_counter import PubSubCounter
 
 PARTITIONS = 4
 # String keys, as the Java reference rows read them (bench.java_reference).
@@ -38,8 +39,15 @@ WARM_UP_RECORDS = 2_000
 CONNECTORS = frozenset({"CloudPubSubSinkConnector", "PubSubLiteSinkConnector", "S3BlockGzipSinkConnector",
                         "CloudPubSubSourceConnector", "PubSubLiteSourceConnector"})
 ARCHIVE_SETTINGS = {"seed defaults (64 MiB blocks)": {}, "1 MiB blocks": {"compressed_block_size": 1 << 20}}
-# The Cloud Pub/Sub sink's settings measured (--cloud-sink-settings): every one unless a bench asks for fewer.
-cloud_sink_settings_wanted: frozenset[str] = frozenset(CLOUD_SINK_SETTINGS) | {AVRO_LABEL}
+# The Cloud Pub/Sub sink's and source's settings labels measured (--settings): every one unless a bench asks for fewer.
+settings_wanted: frozenset[str] | None = None
+# --counter-stats-url: the Cloud source's messages are preloaded into the counting Pub/Sub endpoint
+# (bench.pubsub_counter, which PUBSUB_EMULATOR_HOST then names) instead of published to pstest.
+pubsub_counter: PubSubCounter | None = None
+
+
+def _wanted(label: str) -> bool:
+    return settings_wanted is None or label in settings_wanted
 
 
 @dataclass
@@ -68,13 +76,18 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", default="", help="a comma list of connectors to measure (default: every one)")
-    parser.add_argument("--cloud-sink-settings", default="",
-                        help="a comma list of the Cloud Pub/Sub sink's settings labels to measure (default: every one)")
+    parser.add_argument("--settings", default="",
+                        help="a comma list of the Cloud Pub/Sub sink's and source's settings labels to measure "
+                             "(default: every one)")
+    parser.add_argument("--counter-stats-url", default="",
+                        help="the counting Pub/Sub endpoint's stats URL: the Cloud source reads messages preloaded "
+                             "there")
     args = parser.parse_args()
     only = frozenset(filter(None, args.only.split(",")))
-    global cloud_sink_settings_wanted
-    cloud_sink_settings_wanted = frozenset(filter(None, args.cloud_sink_settings.split(","))) or \
-        cloud_sink_settings_wanted
+    global settings_wanted, pubsub_counter
+    settings_wanted = frozenset(filter(None, args.settings.split(","))) or None
+    if args.counter_stats_url:
+        pubsub_counter = PubSubCounter(os.environ["PUBSUB_EMULATOR_HOST"], args.counter_stats_url)
 
     from connectors.bridge import BatchSettings
     from connectors.kafka.admin import KafkaAdmin
@@ -130,7 +143,7 @@ def _each(only, measure, spark, admin, topic, size, batch, source_records, lite_
 
     if wanted("CloudPubSubSinkConnector"):
         _cloud_sink(measure, spark, admin, topic, size, batch)
-        if size >= 1024 and AVRO_LABEL in cloud_sink_settings_wanted:
+        if size >= 1024 and _wanted(AVRO_LABEL):
             _cloud_sink_avro(measure, spark, admin, size, batch)
     if wanted("PubSubLiteSinkConnector", "PubSubLiteSourceConnector"):
         lite_subscription = _lite_sink(measure, spark, admin, topic, size, batch)
@@ -164,7 +177,7 @@ def warm_up(spark, admin, records: int, only: frozenset[str] = frozenset()) -> l
     topic = kafka_topic(unique_name("warm-up"), PARTITIONS, records, size)
     if not only or "CloudPubSubSinkConnector" in only:
         _cloud_sink(record, spark, admin, topic, size, BatchSettings(max_records=records, initial_offsets="earliest"))
-        if AVRO_LABEL in cloud_sink_settings_wanted:
+        if _wanted(AVRO_LABEL):
             _cloud_sink_avro(record, spark, admin, 1024, small)
     rest = (only or CONNECTORS) - {"CloudPubSubSinkConnector"}  # warmed up with a whole batch above
     if rest:
@@ -179,7 +192,7 @@ def _cloud_sink(measure, spark, admin, topic, size, batch):
 
     connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
     for label, keys in CLOUD_SINK_SETTINGS.items():
-        if label not in cloud_sink_settings_wanted:
+        if not _wanted(label):
             continue
         fresh_pubsub()
         destination = unique_name("cps-sink")
@@ -270,10 +283,15 @@ def _cloud_source(measure, spark, admin, size, count):
 
     connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
     for label, keys in CLOUD_SOURCE_SETTINGS.items():
-        fresh_pubsub()
+        if not _wanted(label):
+            continue
         name = unique_name("cps-source")
-        topic, _ = pubsub_topic(name)
-        publish_pubsub(topic, count, size)
+        if pubsub_counter is not None:
+            pubsub_counter.preload(f"projects/bench/subscriptions/{name}", count, size)
+        else:
+            fresh_pubsub()
+            topic, _ = pubsub_topic(name)
+            publish_pubsub(topic, count, size)
         kafka_topic(name, PARTITIONS)
         config = CloudPubSubSourceConfig.model_validate(
             {"cps.project": "bench", "cps.subscription": name, "kafka.topic": name, **keys})

@@ -1,6 +1,6 @@
 """The counting endpoint bench's table: medians with min-max, the ratio of medians, and a word when spreads overlap."""
 
-from bench.cloud_sink_on_counter import render
+from bench.cloud_pubsub_on_counter import render
 from bench.common import rounds_summary
 
 
@@ -23,6 +23,7 @@ def test_the_ratio_is_of_medians_and_overlapping_spreads_are_said():
     apart = render(_results([_row(r, 2.0) for r in (90_000, 100_000, 95_000)],
                             [_row(r, 8.0) for r in (40_000, 50_000, 45_000)]))
     assert "**2.11x** the records/s" in apart and "**0.25x** the CPU" in apart
+    assert "| the endpoint's limit (a Go client publishing as fast as it answers) | 250,000 |" in apart
     assert "overlap" not in apart
     close = render(_results([_row(r, 2.0) for r in (60_000, 100_000, 80_000)],
                             [_row(r, 2.0) for r in (70_000, 75_000, 72_000)]))
@@ -34,3 +35,10 @@ def test_where_our_cpu_goes_is_the_median_of_each_process_kind():
             for jvm in (0.5, 0.7, 0.9)]
     table = render(_results(ours, [_row(45_000, 4.0)] * 3))
     assert "Where ours' CPU goes (CPU s per 100k, medians): Python workers 1.00, engine JVM 0.70." in table
+
+
+def test_a_source_table_has_no_endpoint_limit_row():
+    results = {**_results([_row(90_000, 2.0)] * 3, [_row(45_000, 4.0)] * 3), "connector": "source"}
+    del results["endpoint_limit"]
+    table = render(results)
+    assert "the Cloud Pub/Sub source" in table and "endpoint's limit" not in table and "**2.00x**" in table
