@@ -32,12 +32,17 @@ def tree(*roots: int) -> list[int]:
     return found
 
 
+def is_jvm(pid: int) -> bool:
+    """Whether the process is a java one (raises OSError once it has exited)."""
+    return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+
+
 def tree_rss_by_kind(root: int) -> Counter:
     """Resident bytes of a process tree, split into `jvm` (java processes) and `python` (the rest)."""
     total: Counter = Counter()
     for pid in tree(root):
         try:
-            kind = "jvm" if Path(f"/proc/{pid}/comm").read_text().strip() == "java" else "python"
+            kind = "jvm" if is_jvm(pid) else "python"
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total[kind] += int(line.split()[1]) * 1024

@@ -15,13 +15,12 @@ import json
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from bench.common import attached_stack, fresh_pubsub, run_sink_batch, warm_engine
 from bench.data import (
     kafka_topic, lite_connection, lite_topic, produce_avro, publish_pubsub, pubsub_topic, unique_name,
 )
-from bench.process_memory import PeakMemory, TreeCpu
+from bench.process_memory import PeakMemory, TreeCpu, is_jvm
 from bench.pubsub_counter import PubSubCounter
 
 PARTITIONS = 4
@@ -80,8 +79,8 @@ def main() -> None:
                         help="a comma list of the Cloud Pub/Sub sink's and source's settings labels to measure "
                              "(default: every one)")
     parser.add_argument("--counter-stats-url", default="",
-                        help="the counting Pub/Sub endpoint's stats URL: the Cloud source reads messages preloaded "
-                             "there")
+                        help="the counting Pub/Sub endpoint's stats URL (PUBSUB_EMULATOR_HOST names it): the Cloud "
+                             "source reads messages preloaded there, and no row restarts pstest")
     args = parser.parse_args()
     only = frozenset(filter(None, args.only.split(",")))
     global settings_wanted, pubsub_counter
@@ -130,7 +129,7 @@ def _process_kind(pid: int) -> str:
     if pid == os.getpid():
         return "run process"
     try:
-        return "engine JVM" if Path(f"/proc/{pid}/comm").read_text().strip() == "java" else "Python workers"
+        return "engine JVM" if is_jvm(pid) else "Python workers"
     except OSError:
         return "other"
 
@@ -194,7 +193,8 @@ def _cloud_sink(measure, spark, admin, topic, size, batch):
     for label, keys in CLOUD_SINK_SETTINGS.items():
         if not _wanted(label):
             continue
-        fresh_pubsub()
+        if pubsub_counter is None:  # the counting endpoint keeps nothing: no emulator to start afresh
+            fresh_pubsub()
         destination = unique_name("cps-sink")
         pubsub_topic(destination, subscribe=False)
         config = CloudPubSubSinkConfig.model_validate(

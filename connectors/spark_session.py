@@ -131,8 +131,13 @@ def with_bounded_retries(spark: SparkSession) -> SparkSession:
     # behind a stream's job still running on the server, so a run that had ended (failed, or a materialization that
     # had succeeded) never exited. Closing the client first makes pyspark's hook skip it (hooks run last first); the
     # session is shared and kept on the server, and this project keeps no ML models in it.
-    atexit.register(_close_quietly, spark.client)
+    if id(spark.client) not in _closed_at_exit:  # getOrCreate hands back the same session: one hook per client
+        _closed_at_exit.add(id(spark.client))
+        atexit.register(_close_quietly, spark.client)
     return spark
+
+
+_closed_at_exit: set[int] = set()
 
 
 def _close_quietly(client) -> None:
