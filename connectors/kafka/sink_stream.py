@@ -63,9 +63,10 @@ class KafkaSinkStream(LeasedJob):
 
     def __init__(self, spark: SparkSession, kafka: KafkaAdmin, bridge: Bridge, prepare: Callable[[], Deliver],
                  rounds: Rounds, recorded: Offsets, landings: Landings | None = None,
-                 counts: StreamCounts = StreamCounts()):
+                 counts: StreamCounts = StreamCounts(), resume: Callable[[Offsets], Offsets] | None = None):
         super().__init__(spark, bridge, kafka.connection.librdkafka_config())
         self._kafka, self._prepare, self._rounds, self._landings = kafka, prepare, rounds, landings
+        self._resume = resume
         self._counts = counts
         self._deliver = prepare()
         self._landed_unreported: dict[tuple[str, int], Landed] = {}
@@ -85,6 +86,10 @@ class KafkaSinkStream(LeasedJob):
                                     self._bridge.consumer_group, config.isolation_level)
             # A commit past the recorded position was delivered by a run killed before it could record it.
             self._position = past_delivered(kafka, self._bridge.consumer_group, self._partitions, plan.next_offsets)
+        if self._resume is not None:
+            # The sink's own record of what it holds (the archive's cursors) is ahead of the commits when a task
+            # delivered a round and failed before committing it: going on from there writes no round twice.
+            self._position = self._resume(self._position)
         self._skipped_unreported.update(plan.skipped_by_retention)
         self._seen = {}
         if self._landings is not None:
@@ -166,9 +171,11 @@ class KafkaSinkStream(LeasedJob):
 
 def open_kafka_sink_stream(systems, bridge: Bridge, position: Offsets | None, prepare: Callable[[], Deliver],
                            rounds: Rounds, landings: Landings | None = None,
-                           counts: StreamCounts = StreamCounts()) -> KafkaSinkStream:
+                           counts: StreamCounts = StreamCounts(),
+                           resume: Callable[[Offsets], Offsets] | None = None) -> KafkaSinkStream:
     """A Kafka sink's always-on delivery, run in the run's Spark session (sink_plugin.KafkaSink.open_stream, the
     archive's plugin); `prepare` is the sink's driver-side preparation, run at its open and again when its partitions
-    change."""
+    change; `resume`, if given, moves the position to where the sink itself says it got to, at every (re)start."""
     with systems.spark.batch_session(bridge.name) as spark:
-        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, prepare, rounds, position or {}, landings, counts)
+        return KafkaSinkStream(spark, systems.kafka.admin(), bridge, prepare, rounds, position or {}, landings, counts,
+                               resume)

@@ -45,13 +45,18 @@ def archive_start(config: S3BlockGzipSinkConfig, kafka: KafkaAdmin, s3, recorded
         partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
     with s3_outages_named(s3, f"reading the archive's cursors in s3://{config.s3_bucket}/{config.key_prefix()}"):
         cursors = {(t, p): read_cursor(s3, config, t, p) for t, ps in partitions.items() for p in ps}
+    return ArchiveStart(partitions, cursors, at_cursors(cursors, recorded or {}))
+
+
+def at_cursors(cursors: dict[tuple[str, int], Cursor | None], position: Offsets) -> Offsets:
+    """Each partition at its cursor, else at `position`; a partition in neither is left out."""
     resume: Offsets = {}
     for (t, p), cursor in cursors.items():
         if cursor is not None:
             resume.setdefault(t, {})[p] = cursor.next_offset
-        elif p in (recorded or {}).get(t, {}):
-            resume.setdefault(t, {})[p] = recorded[t][p]
-    return ArchiveStart(partitions, cursors, resume)
+        elif p in position.get(t, {}):
+            resume.setdefault(t, {})[p] = position[t][p]
+    return resume
 
 
 def run_archive_batch(

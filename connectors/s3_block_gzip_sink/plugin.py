@@ -66,7 +66,9 @@ def _open_stream(systems: Systems, bridge: Bridge, position):
     """The archive always on: the Kafka sinks' stream (stream_task.py) whose rounds are files. A round gathers a
     partition's records for rotate.schedule.interval.ms (or flush.size of them) and is archived as one file, data,
     index and cursor, as a batch's range is; only then is the position past it committed. It goes on from the
-    cursors, as a batch does."""
+    cursors, as a batch does, at its start and at every start again: a round archived by a task that failed before
+    committing it is not archived a second time (its file would be written again, with other bounds, under a name
+    a reader may be reading)."""
     import functools
 
     from connectors.kafka.dead_letter import dead_letter_client_config
@@ -77,7 +79,6 @@ def _open_stream(systems: Systems, bridge: Bridge, position):
 
     config, kafka = bridge.config, systems.kafka.admin()
     s3 = s3_client(config, bridge.batch.outage_timeout_seconds)
-    start = archive_start(config, kafka, s3, position)
     deliver = functools.partial(archive_arrow_batches, config, bridge.batch.outage_timeout_seconds,
                                 dead_letter_client_config(kafka, config), bridge.name)
     rotate_ms = (config.rotate_schedule_interval_ms if config.rotate_schedule_interval_ms != -1
@@ -86,7 +87,9 @@ def _open_stream(systems: Systems, bridge: Bridge, position):
     rounds = Rounds(linger_s=rotate_ms / 1000, records=min(config.flush_size, _MOST_RECORDS_PER_ROUND))
     counts = StreamCounts(COUNTERS, lambda r: _report(ArchiveBatchResult(r.plan, r.duration_s, r.totals,
                                                                          r.per_partition)), _stream_line)
-    return open_kafka_sink_stream(systems, bridge, start.resume, lambda: deliver, rounds, counts=counts)
+    return open_kafka_sink_stream(systems, bridge, archive_start(config, kafka, s3, position).resume,
+                                  lambda: deliver, rounds, counts=counts,
+                                  resume=lambda reached: archive_start(config, kafka, s3, reached).resume)
 
 
 def _route(bridge: Bridge) -> str:

@@ -65,3 +65,12 @@ def test_record_lines():
     assert record_line(json_conv, None) == b""
     with pytest.raises(LineError, match="newline"):
         record_line(converter_for("org.apache.kafka.connect.storage.StringConverter"), b"two\nlines")
+
+
+def test_an_archive_goes_on_from_its_cursors_else_from_the_position_given():
+    from connectors.s3_block_gzip_sink.batch import at_cursors
+    from connectors.s3_block_gzip_sink.store import Cursor
+
+    cursors = {("t", 0): Cursor("t-00000-000000000057.index.json", 154), ("t", 1): None, ("t", 2): None}
+    # Partition 0's commit (57) is behind its cursor: the round up to 154 is archived already and not written again.
+    assert at_cursors(cursors, {"t": {0: 57, 1: 12}}) == {"t": {0: 154, 1: 12}}
