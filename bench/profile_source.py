@@ -2,9 +2,11 @@
 once as one pull task run alone in this process under cProfile, once as a whole micro-batch on a warm classic
 Spark session (its fixed cost: the plan, a Spark job, each task's clients), each on a fresh pstest.
 
-    python -m bench.profile_source [--records 10000] [--size 1024] [--exactly-once]
+    python -m bench.profile_source [--records 10000] [--size 1024] [--exactly-once] [--counter]
 
-With --exactly-once the bridge has exactly.once.support=required (its pull task: exactly_once.py).
+With --exactly-once the bridge has exactly.once.support=required (its pull task: exactly_once.py). With --counter
+the pull task alone reads a subscription of the counting endpoint (bench.pubsub_counter) preloaded with `--records`
+messages, with no emulator behind it (as bench.cloud_pubsub_on_counter's source rows), and no micro-batch follows.
 """
 
 from __future__ import annotations
@@ -67,9 +69,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--exactly-once", action="store_true")
+    parser.add_argument("--counter", action="store_true", help="the pull task alone, on the counting endpoint")
     args = parser.parse_args()
     if args.exactly_once:
         EXACTLY_ONCE["exactly.once.support"] = "required"
+    if args.counter:
+        _profile_on_counter(args.records, args.size)
+        return
     with bench_stack() as stack:
         connection = PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"])
         admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
@@ -97,6 +103,34 @@ def main() -> None:
               f"- a whole micro-batch, 2 tasks, warm classic engine: {result.written:,} in {result.duration_s:.2f} s "
               f"({result.written / result.duration_s:,.0f}/s)\n")
         pstats.Stats(profile).sort_stats("tottime").print_stats(15)
+
+
+def _profile_on_counter(records: int, size: int) -> None:
+    from bench.pubsub_counter import running_counter
+    from connectors.cloud_pubsub.clients import PubSubConnection
+    from connectors.cloud_pubsub_source.write import SourceTask
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    with bench_stack(), running_counter() as counter:
+        admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
+        name = unique_name("profile-source-counter")
+        counter.preload(f"projects/bench/subscriptions/{name}", records, size)
+        kafka_topic(name, 4)
+        task = SourceTask(_config(name), PubSubConnection(emulator_host=counter.endpoint),
+                          admin.connection.librdkafka_config(), records)
+        body = _task_body(task, admin, "profile_source")
+        profile = cProfile.Profile()
+        started, cpu_started = time.monotonic(), time.process_time()
+        profile.enable()
+        [summary] = body(iter([pa.RecordBatch.from_pydict({"slot": [0]})]))
+        profile.disable()
+        alone_s, cpu_s = time.monotonic() - started, time.process_time() - cpu_started
+        moved = sum(summary.column("written").to_pylist())
+        print(f"{records:,} messages of {size} B from the counting endpoint\n"
+              f"- one pull task alone, in this process, under cProfile: {moved:,} in {alone_s:.2f} s "
+              f"({moved / alone_s:,.0f}/s), {cpu_s * 100_000 / moved:.2f} CPU s per 100k\n")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

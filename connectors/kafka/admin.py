@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -243,6 +244,26 @@ class KafkaAdmin:
         for topic, ends in self.end_offsets(missing).items():
             result[topic].update(ends)
         return result
+
+    def records_at(self, positions: Offsets, isolation_level: str = "read_uncommitted", timeout_s: float = 5.0) -> bool:
+        """Whether a record can be read at or after any of `positions` within `timeout_s`. An end offset past a
+        position does not say so alone: transaction markers and aborted records take offsets no reader is given."""
+        wanted = [TopicPartition(t, p, o) for t, ps in positions.items() for p, o in ps.items()]
+        if not wanted:
+            return False
+        # No group is joined nor committed to: the consumer only reads from the positions given.
+        consumer = Consumer({**self.connection.librdkafka_config(), "group.id": "bridge-records-at",
+                             "enable.auto.commit": False, "isolation.level": isolation_level,
+                             "enable.partition.eof": False, "log_level": 3, "logger": client_logger()})
+        try:
+            consumer.assign(wanted)
+            deadline = time.monotonic() + timeout_s
+            while (left := deadline - time.monotonic()) > 0:
+                if any(m.error() is None for m in consumer.consume(num_messages=1, timeout=left)):
+                    return True
+            return False
+        finally:
+            consumer.close()
 
     def consumer_groups(self) -> list[str]:
         """Every consumer group the cluster knows."""

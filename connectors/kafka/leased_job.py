@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from confluent_kafka import TopicPartition
 
@@ -34,6 +34,11 @@ _RESTARTS = 3
 _STOP_WAIT_S = 10
 # How the warning of a restart after a failure begins (the run records the bridge as failing until it delivers).
 RESTARTED = "the stream failed and started again from its last commit"
+# How the warning of a restart of a stuck job begins.
+STALLED = "the stream moved nothing"
+# What a job that has moved nothing yet may take more than the stall limit: the first job of a cold engine starts its
+# Python workers, on a busy machine in more than the limit.
+_START_ALLOWANCE_S = 120
 
 
 class LeasedJob:
@@ -48,6 +53,8 @@ class LeasedJob:
         self.deadline = time.time() + bridge.continuous.max_run_minutes * 60 + _TASK_GRACE_S
         self._stopped = False
         self._restarts_without_progress = 0
+        self._moved_at = time.monotonic()  # when the job last moved something, started, or had nothing to move
+        self._moved_since_launch = False
         self._lease: LeaseHolder | None = None
         self._job: OwnJob | SharedMember | None = None
         self._tasks = 0  # the running job's tasks (slots) of this stream
@@ -79,6 +86,7 @@ class LeasedJob:
         self._lease = LeaseHolder(self._lease_client_config, self._bridge.consumer_group, lease_partition,
                                   self.stream_id, self._host_beat)
         self._tasks = slots
+        self._moved_at, self._moved_since_launch = time.monotonic(), False
         bridge = self._bridge
         if self._shared is not None:
             self._job = self._shared.join(bridge.name, self.stream_id, work, slots, self._lease_client_config,
@@ -106,6 +114,39 @@ class LeasedJob:
 
     def _progress_made(self) -> None:
         self._restarts_without_progress = 0
+        self._moved_at, self._moved_since_launch = time.monotonic(), True
+
+    @property
+    def _stall_limit_s(self) -> float:
+        """How long a job may move nothing while records wait for it: a round held up by its destination fails
+        its task within about two outage timeouts (one call, then its retries), so longer is a task stuck where no
+        deadline of ours reaches."""
+        return 2 * self._bridge.batch.outage_timeout_seconds + self._bridge.continuous.commit_interval_ms / 1000
+
+    def _restart_if_stalled(self, waiting: int, records_wait: Callable[[], bool]) -> str | None:
+        """A running job that moved nothing for `_stall_limit_s` (before its first move, _START_ALLOWANCE_S more) while
+        `waiting` offsets are ahead of it, and `records_wait()` confirms records there (not only transaction markers),
+        is ended and started again from its last report, as a failed one is (and counts as such: after `_RESTARTS`
+        in a row with nothing moved the run fails, saying so). Returns the warning to show, if restarted."""
+        now = time.monotonic()
+        if waiting <= 0 or not self._running:
+            self._moved_at = now
+            return None
+        stalled_s = now - self._moved_at
+        if stalled_s < self._stall_limit_s + (0 if self._moved_since_launch else _START_ALLOWANCE_S):
+            return None
+        if not records_wait():
+            self._moved_at = now  # only markers ahead: idle, looked at again after another limit
+            return None
+        said = f"{STALLED} for {stalled_s:.0f} s with {waiting} records waiting"
+        self._end_job()
+        if self._restarts_without_progress >= _RESTARTS:
+            self._stopped = True
+            raise RuntimeError(f"{said} (bridge {self._bridge.name}), after {_RESTARTS} restarts in a row that moved "
+                               "nothing")
+        self._restarts_without_progress += 1
+        self._start()
+        return f"{said}; started again from its last commit"
 
     def _restart_after_failure(self) -> str | None:
         """A job that failed or ended (a task or an executor lost, a lease that lapsed while the run was busy)

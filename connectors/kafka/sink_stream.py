@@ -128,8 +128,12 @@ class KafkaSinkStream(LeasedJob):
                 self._absorb_commits(result)  # what the stopped job committed last
                 self._start()
             restarted = self._restart_after_failure()
-        result.plan = BatchPlan([], {t: dict(ps) for t, ps in self._position.items()}, ends,
-                                dict(self._skipped_unreported))
+            result.plan = BatchPlan([], {t: dict(ps) for t, ps in self._position.items()}, ends,
+                                    dict(self._skipped_unreported))
+            behind = {t: {p: o for p, o in ps.items() if ends.get(t, {}).get(p, o) > o}
+                      for t, ps in result.plan.next_offsets.items()}
+            restarted = restarted or self._restart_if_stalled(
+                result.plan.lag_after(), lambda: kafka.records_at(behind, config.isolation_level))
         self._skipped_unreported = {}
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started

@@ -194,3 +194,24 @@ def test_asking_a_missing_topics_partitions_does_not_create_it(stack, unique):
     assert admin.partitions([topic]) == {}
     time.sleep(1.0)  # an auto-creation would show in the cluster's metadata by now
     assert topic not in admin.partitions(None, "missing-.*")
+
+
+def test_records_at_tells_records_from_markers(stack, unique):
+    """An always-on stream's stall check asks whether records wait past its position: offsets taken only by
+    transaction markers, or by aborted records under read_committed, hold none."""
+    topic = f"at-{unique}"
+    admin = kafka_admin()
+    admin.create_topic(topic, partitions=1)
+    producer = _transactions(topic, unique)  # ... then the open one, 153-157, committed: its marker at 158
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=f"late-aborted-{i}", partition=0)
+    producer.flush(30)
+    producer.abort_transaction(30)  # 159-163, its marker at 164
+    assert admin.end_offsets({topic: [0]})[topic][0] == 165
+    assert admin.records_at({topic: {0: 0}}, "read_committed")
+    assert admin.records_at({topic: {0: 153}}, "read_committed")
+    assert admin.records_at({topic: {0: 159}}, "read_uncommitted")
+    assert not admin.records_at({topic: {0: 159}}, "read_committed", timeout_s=3)
+    assert not admin.records_at({topic: {0: 164}}, "read_uncommitted", timeout_s=3)

@@ -112,22 +112,40 @@ def test_a_batch_whose_lease_another_run_takes_stops_and_commits_what_it_deliver
     config = {"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]}
     connection = KafkaConnection(bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"])
 
-    def take_the_lease() -> None:
-        """Beats as a newer run would, every 20 ms for 3 s: the batch's own run, alive here, beats every 0.2 s, and
-        a task's look (every 0.2 s) sees whichever beat landed last."""
-        time.sleep(3)  # the batch is delivering by then (it takes 20 s at 0.2 s a batch)
-        taker = group_committer(config, lease_group(group))
-        for beat in range(150):
-            taker.commit(offsets=[TopicPartition(where.topic, 0, 10**9 + beat, metadata="newer-run")],
-                         asynchronous=False)
-            time.sleep(0.02)
-        taker.close()
+    batch_over = threading.Event()
 
-    threading.Thread(target=take_the_lease, daemon=True).start()
-    with pytest.raises(Exception) as failed:
-        deliver_offset_ranges(spark, connection, [PartitionRange(where.topic, 0, 0, 200_000)], 30,
-                              _slow_counting_delivery, SUMMARY_SCHEMA, group,
-                              progress=BatchProgress(group, "batch-1", 0.5))
+    def take_the_lease() -> None:
+        """Beats as a newer run would, every 20 ms from the batch's first committed part until the batch is over: the
+        batch's own run, alive here, beats every 0.1 s, and a task's look sees whichever beat landed last. (A fixed
+        start and length missed the batch once in a busy suite: its tasks started after the beats had ended.)"""
+        progress = group_committer(config, group)
+        taker = group_committer(config, lease_group(group))
+        try:
+            while not batch_over.is_set():  # the batch is delivering once its first part is committed
+                [committed] = progress.committed([TopicPartition(where.topic, 0)], timeout=30)
+                if committed.offset > 0:
+                    break
+                time.sleep(0.1)
+            beat = 0
+            while not batch_over.is_set():
+                taker.commit(offsets=[TopicPartition(where.topic, 0, 10**9 + beat, metadata="newer-run")],
+                             asynchronous=False)
+                beat += 1
+                time.sleep(0.02)
+        finally:
+            progress.close()
+            taker.close()
+
+    taker = threading.Thread(target=take_the_lease, daemon=True)
+    taker.start()
+    try:
+        with pytest.raises(Exception) as failed:
+            deliver_offset_ranges(spark, connection, [PartitionRange(where.topic, 0, 0, 200_000)], 30,
+                                  _slow_counting_delivery, SUMMARY_SCHEMA, group,
+                                  progress=BatchProgress(group, "batch-1", 0.5))
+    finally:
+        batch_over.set()
+        taker.join(60)
     assert "a newer run took over" in str(failed.value), str(failed.value)[-2000:]
 
     progress = Consumer({**config, "group.id": group, "log_level": 3})

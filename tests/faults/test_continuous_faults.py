@@ -3,15 +3,20 @@ recorded position if it failed), what arrives after it moves, and nothing is los
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 
+from connectors.kafka.leased_job import STALLED
 from tests.e2e.helpers import cli_run
 from tests.e2e.test_continuous_e2e import (
-    Archive, CloudSink, CloudSource, KafkaReplica, KinesisSink, LiteSink, LiteSource, PulsarSink, start,
+    Archive, CloudSink, CloudSource, KafkaReplica, KinesisSink, LiteSink, LiteSource, PulsarSink, run_story, start,
     wait_while_running,
 )
 
@@ -51,4 +56,74 @@ def test_an_always_on_bridge_rides_out_a_kafka_broker_restart(stack, spark_remot
     row = fault_report.count("Kafka broker stopped 2 s under an always-on bridge (warm engine)",
                              f"{case.connector.removesuffix('Connector')} (continuous)", set(before + after),
                              case.arrived(), recovered_s)
+    assert row.lost == 0
+
+
+def _descendants(pid: int) -> list[int]:
+    table = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
+    children: dict[int, list[int]] = {}
+    for line in table.splitlines():
+        child, parent = map(int, line.split())
+        children.setdefault(parent, []).append(child)
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _forked_python_workers(run_pid: int) -> list[int]:
+    """The Python workers of the run's own (classic, local) Spark session: forks of its worker daemon."""
+    def is_daemon(pid: int) -> bool:
+        try:
+            return b"connectors.spark_worker_daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
+    daemons = [pid for pid in _descendants(run_pid) if is_daemon(pid)]
+    return [worker for daemon in daemons for worker in _descendants(daemon) if is_daemon(worker)]
+
+
+def test_an_always_on_bridge_whose_task_hangs_is_started_again(stack, tmp_path, unique, fault_report):
+    """A task stuck where no deadline of ours reaches (its Python worker stopped, SIGSTOP) moves nothing while records
+    wait: the run ends that job and starts the stream again, saying so, and everything arrives. (The run's own
+    classic Spark session, so that only its workers are stopped.)"""
+    case = CloudSink(unique, tmp_path)
+    bridges = yaml.safe_load(Path(case.bridges_file()).read_text())
+    bridges["bridges"][0]["batch"]["outage_timeout_seconds"] = 5  # a stall after 2 x 5 s + the 1 s commit interval
+    Path(tmp_path / "bridges.yaml").write_text(yaml.safe_dump(bridges))
+    command, env = cli_run(tmp_path, str(tmp_path / "bridges.yaml"), case.name, always_on=True)
+    before, after = [f"a{i}" for i in range(100)], [f"b{i}" for i in range(200)]
+    run = start(command, env, tmp_path / "run.log")
+    home = env["DAGSTER_HOME"]
+    stopped: list[int] = []
+    try:
+        case.send(before)
+        wait_while_running(run, home, lambda: set(before) <= set(case.arrived()), "the first records arrived")
+        stalls_before = run_story(home).count(STALLED)
+        stopped = _forked_python_workers(run.pid)
+        assert stopped, "no Python worker of the run's session found"
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        stalled_at = time.monotonic()
+        case.send(after)
+        wait_while_running(run, home, lambda: run_story(home).count(STALLED) > stalls_before,
+                           "the run saw the stream stalled", timeout_s=60)
+        for pid in stopped:  # the stuck task's worker was killed with its task; idle ones go on
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        wait_while_running(run, home, lambda: set(before + after) <= set(case.arrived()),
+                           "everything arrived after the restart")
+        recovered_s = time.monotonic() - stalled_at
+        os.killpg(run.pid, signal.SIGINT)
+        run.wait(timeout=30)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    row = fault_report.count("the stream task's Python worker stopped (SIGSTOP) under an always-on bridge",
+                             "CloudPubSubSink (continuous)", set(before + after), case.arrived(), recovered_s)
     assert row.lost == 0
