@@ -78,7 +78,11 @@ def received_messages(response) -> list:
 
 def message_in(received) -> PubSubMessageIn:
     """A raw protobuf ReceivedMessage's message."""
-    message = received.message
+    return pb_message_in(received.message)
+
+
+def pb_message_in(message) -> PubSubMessageIn:
+    """A raw protobuf PubsubMessage."""
     return PubSubMessageIn(
         data=message.data, attributes=dict(message.attributes), ordering_key=message.ordering_key,
         publish_time_ms=message.publish_time.ToMilliseconds(),
@@ -216,8 +220,8 @@ class PulledDelivery:
     def deliver(self, converter, received: list) -> None:
         """Hands one pull's messages (raw protobuf, `received_messages`) to Kafka, acks what Kafka has
         acknowledged so far, and waits while too much is in flight."""
-        self._delivery.send(converter, [(message_in(m), m.message.message_id) for m in received],
-                            [m.ack_id for m in received])
+        self._delivery.send(converter, [(m.message, m.message.message_id) for m in received],
+                            [m.ack_id for m in received], raw=True)
         waited = time.monotonic()
         while self._delivery.in_flight > MAX_IN_FLIGHT:
             self._ack(self._delivery.ackable(wait_s=0.05))
@@ -338,15 +342,18 @@ class _Delivery:
     def pending(self) -> list:
         return list(self._pending.values())
 
-    def send(self, converter, items: list[tuple[PubSubMessageIn, str]], handles: list) -> None:
-        """Converts and hands the messages to the producer; Kafka's acknowledgements arrive in `ackable`."""
+    def send(self, converter, items: list[tuple], handles: list, raw: bool = False) -> None:
+        """Converts and hands the messages to the producer; Kafka's acknowledgements arrive in `ackable`. `items`:
+        (PubSubMessageIn, message id), or with `raw` (raw protobuf PubsubMessage, message id)."""
         from confluent_kafka import KafkaException
 
         cfg = self.config
         self.totals["pulled"] += len(items)
         for handle, (message, message_id) in zip(handles, items):
             try:
-                record = converter.convert(message)
+                record = converter.plain_record(message) if raw else None
+                if record is None:
+                    record = converter.convert(pb_message_in(message) if raw else message)
             except MessageError as exc:
                 if cfg.errors_tolerance == "none":
                     raise MessageError(f"message {message_id}: {exc}") from exc

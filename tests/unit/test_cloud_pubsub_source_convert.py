@@ -91,3 +91,38 @@ def test_ack_requests_stay_under_the_size_limit():
     chunks = list(ack_id_chunks(ack_ids))
     assert sum(len(c) for c in chunks) == 10_000 and len(chunks) == 4
     assert all(sum(len(a) + 4 for a in c) <= 500_000 for c in chunks)
+
+
+def _raw(data=b"body", attributes=None, ordering_key="", publish_time_ms=1_700_000_000_123):
+    """A raw protobuf PubsubMessage, as a pull's response carries it."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+    from google.pubsub_v1.types import PubsubMessage
+
+    raw = PubsubMessage.pb(PubsubMessage(data=data, attributes=attributes or {}, ordering_key=ordering_key))
+    raw.publish_time.CopyFrom(Timestamp(seconds=publish_time_ms // 1000, nanos=publish_time_ms % 1000 * 1_000_000))
+    return raw
+
+
+@pytest.mark.parametrize("keys", [
+    {}, {"kafka.key.attribute": "k"}, {"kafka.key.attribute": "orderingKey"}, {"kafka.timestamp.attribute": "ts"},
+    {"kafka.record.headers": "true"}, {"cps.makeOrderingKeyAttribute": "true"},
+    {"kafka.partition.scheme": "hash_value", "kafka.partition.count": "3"},
+    {"kafka.partition.scheme": "ordering_key", "kafka.partition.count": "3"},
+    {"kafka.partition.scheme": "kafka_partitioner"},
+    {"value.converter": JSON, "key.converter": JSON},
+    {"value.converter": "org.apache.kafka.connect.storage.StringConverter"},
+])
+def test_a_plain_message_has_the_record_convert_makes(keys):
+    from connectors.cloud_pubsub_source.write import pb_message_in
+
+    plain, general = converter(**keys), converter(**keys)
+    for data in (b"body", b"", b"\xff\x00 bytes"):
+        raw = _raw(data)
+        assert plain.plain_record(raw) == general.convert(pb_message_in(raw))
+
+
+def test_a_message_with_attributes_or_an_ordering_key_or_under_transforms_is_not_plain():
+    assert converter().plain_record(_raw(attributes={"a": "1"})) is None
+    assert converter().plain_record(_raw(ordering_key="o")) is None
+    filtered = converter(**{"transforms": "f", "transforms.f.type": "org.apache.kafka.connect.transforms.Filter"})
+    assert filtered.plain_record(_raw()) is None
