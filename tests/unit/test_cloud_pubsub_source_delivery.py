@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from connectors.cloud_pubsub_source import write
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
@@ -61,7 +62,7 @@ class Subscriber:
 def received(*values: bytes) -> list:
     return [SimpleNamespace(ack_id=f"ack-{v.decode()}", message=SimpleNamespace(
         data=v, attributes={}, ordering_key="", message_id=f"id-{v.decode()}",
-        publish_time=SimpleNamespace(ToMilliseconds=lambda: 1000))) for v in values]
+        publish_time=Timestamp(seconds=1))) for v in values]
 
 
 @pytest.fixture
