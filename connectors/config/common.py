@@ -39,7 +39,8 @@ class ConnectorConfig(BaseModel):
             return keys
         if TRANSFORMS not in cls.model_fields:
             raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms yet (the Pub/Sub "
-                             "and Pub/Sub Lite sinks and sources do)")
+                             "and Pub/Sub Lite sinks and sources do, and the Kinesis and Pulsar sinks run Filter, "
+                             "InsertHeader, DropHeaders and RegexRouter)")
         others = {k: v for k, v in keys.items() if k not in chain_keys}
         chain = load_chain(chain_keys)
         return {**others, TRANSFORMS: chain} if chain else others
@@ -65,6 +66,35 @@ class TransformKeys(BaseModel):
         None, alias="transforms",
         description="Kafka Connect's single message transforms, in order: a comma list of aliases, each with "
                     "`transforms.<alias>.type` and that class's keys (`predicates` likewise); see Transforms")
+
+
+# The transforms that never look inside a key or value (connectors/transforms/columnar.py runs them on Arrow batches).
+_COLUMNAR_TRANSFORMS = frozenset(f"org.apache.kafka.connect.transforms.{name}"
+                                 for name in ("Filter", "InsertHeader", "DropHeaders", "RegexRouter"))
+
+
+class ColumnarTransformKeys(TransformKeys):
+    """The transforms of a sink without converters (its writer sends Kafka's bytes as they are): only those that
+    never look inside a key or value, with any predicate. A config whose target is routed by `${topic}` names its key
+    in `routed_target_key`: a topic-renaming transform is refused there."""
+
+    @model_validator(mode="after")
+    def _columnar_transforms_only(self):
+        if not self.transforms:
+            return self
+        for stage in self.transforms.stages:
+            if stage.transform.java_class not in _COLUMNAR_TRANSFORMS:
+                raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only Filter, "
+                                 "InsertHeader, DropHeaders and RegexRouter, with any predicate (it has no converters "
+                                 "to give a transform a key or value to read)")
+        routed = self.routed_target_key()
+        if routed and self.transforms.renames_topics:
+            raise ValueError(f"a topic-renaming transform (RegexRouter) with ${{topic}} in {routed} is not supported "
+                             "yet: the target is routed by the Kafka topic")
+        return self
+
+    def routed_target_key(self) -> str | None:
+        return None
 
 
 class GcpCredentialsKeys(BaseModel):

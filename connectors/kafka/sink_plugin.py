@@ -35,9 +35,13 @@ class KafkaSink:
     linger_s: Callable[[ConnectorConfig], float] = lambda config: DEFAULT_LINGER_S
     # A sink whose writer reports where records landed (SinkTally.landed): its stream's Landings, made at its open.
     landings: Callable[[Systems, Bridge, KafkaAdmin], Landings | None] | None = None
+    # A sink without converters (its writer sends Kafka's bytes): the shared task body runs its transforms (the
+    # columnar ones its config takes) before its writer. A sink with converters runs them in its writer, after them.
+    transforms_before_writer: bool = False
 
     def deliver(self, systems: Systems, bridge: Bridge, kafka: KafkaAdmin) -> Deliver:
-        return sink_deliver(bridge.name, bridge.config, kafka, self.prepare(systems, bridge, kafka))
+        return sink_deliver(bridge.name, bridge.config, kafka, self.prepare(systems, bridge, kafka),
+                            self.transforms_before_writer)
 
     def run_batch(self, systems: Systems, bridge: Bridge, position: Offsets) -> BatchReport:
         from connectors.kafka.sink_batch import run_kafka_sink_batch
@@ -59,12 +63,17 @@ class KafkaSink:
         return open_kafka_sink_stream(systems, bridge, position, prepare, Rounds(self.linger_s(bridge.config)), landings)
 
 
-def sink_deliver(bridge_name: str, config: ConnectorConfig, kafka: KafkaAdmin, open_writer: OpenWriter) -> Deliver:
-    """The executors' delivery of a Kafka-reading sink: its writer behind the shared task body (sink_writer.py)."""
+def sink_deliver(bridge_name: str, config: ConnectorConfig, kafka: KafkaAdmin, open_writer: OpenWriter,
+                 transforms_before_writer: bool = False) -> Deliver:
+    """The executors' delivery of a Kafka-reading sink: its writer behind the shared task body (sink_writer.py), which
+    runs the bridge's transforms first when `transforms_before_writer`."""
     from connectors.kafka.dead_letter import dead_letter_client_config
     from connectors.kafka.sink_writer import TallySettings, write_records
+    from connectors.transforms.columnar import ColumnarChain
 
     # Only the error keys travel to the tasks: a plugin's own config class need not be importable there.
     errors = ErrorHandlingKeys.model_construct(**{name: getattr(config, name) for name in ErrorHandlingKeys.model_fields})
-    settings = TallySettings(bridge_name, errors, dead_letter_client_config(kafka, config))
+    chain = getattr(config, "transforms", None) if transforms_before_writer else None
+    settings = TallySettings(bridge_name, errors, dead_letter_client_config(kafka, config),
+                             ColumnarChain.of(chain) if chain else None)
     return functools.partial(write_records, settings, open_writer)

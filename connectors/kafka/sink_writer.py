@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.sink_tally import SinkTally
+from connectors.transforms.columnar import ColumnarChain
 
 
 class SinkWriter(ABC):
@@ -48,6 +49,9 @@ class TallySettings:
     bridge_name: str  # in the dead letters' context headers
     errors: ErrorHandlingKeys  # errors.tolerance and the dead-letter topic
     dead_letter_client_config: dict[str, str]
+    # The bridge's transforms, for a sink whose writer takes records as Kafka has them (no converters): only the
+    # columnar ones (Filter, InsertHeader, DropHeaders, RegexRouter, any predicate), its config refuses the others.
+    transforms: ColumnarChain | None = None
 
 
 def write_records(tally_settings: TallySettings, open_writer: OpenWriter,
@@ -55,9 +59,30 @@ def write_records(tally_settings: TallySettings, open_writer: OpenWriter,
     """A task's records through its sink's writer: yields the task's summary only after the destination (or the
     dead-letter topic) acknowledged every record, so that the driver records offsets only for delivered data."""
     tally = SinkTally(tally_settings.bridge_name, tally_settings.errors, tally_settings.dead_letter_client_config)
+    chain = tally_settings.transforms
     with open_writer(tally) as writer:
         for batch in batches:
-            writer.put(batch)
+            if chain is not None:
+                batch = through_transforms(chain, tally, batch)
+            if batch.num_rows:
+                writer.put(batch)
         writer.flush()
     tally.flush_dead_letters()
     yield tally.summary()
+
+
+def through_transforms(chain: ColumnarChain, tally: SinkTally, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch after the transforms: with the headers they gave each record, without the records a Filter
+    dropped (counted read and skipped here). Each record keeps its Kafka topic: the counts and positions are the
+    source partition's, and a sink routed by the topic refuses a router (its config)."""
+    transformed = chain.apply(batch)
+    if "headers" in batch.schema.names:
+        index = batch.schema.get_field_index("headers")
+        batch = batch.set_column(index, "headers", transformed.batch.column("headers"))
+    if transformed.dropped is None:
+        return batch
+    dropped = batch.filter(pa.array(transformed.dropped))
+    tally.read_batch(dropped)
+    for topic, partition in zip(dropped.column("topic").to_pylist(), dropped.column("partition").to_pylist()):
+        tally.partition(topic, partition).skipped += 1
+    return batch.filter(pa.array(~transformed.dropped))

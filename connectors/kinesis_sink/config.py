@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
-from connectors.config.routing import route
+from connectors.config.common import ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.routing import is_routed, route
 
 # Kinesis Data Streams service limits (PutRecords).
 MAX_RECORDS_PER_REQUEST = 500
@@ -15,7 +15,7 @@ MAX_BYTES_PER_REQUEST = 5 * 1024 * 1024
 MAX_BYTES_PER_RECORD = 1024 * 1024  # data and partition key together
 
 
-class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
+class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys):
     stream_name: str = Field(alias="kinesis.stream.name", min_length=1, max_length=128,
                              pattern=r"^([a-zA-Z0-9_.-]|\$\{topic\})+$",
                              description="the stream written; ${topic} routes each Kafka topic to its own stream "
@@ -48,6 +48,9 @@ class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
 
     def stream_for(self, kafka_topic: str) -> str:
         return route(self.stream_name, kafka_topic)
+
+    def routed_target_key(self) -> str | None:
+        return "kinesis.stream.name" if is_routed(self.stream_name) else None
 
     @model_validator(mode="after")
     def _both_keys_or_none(self):

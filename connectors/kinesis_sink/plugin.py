@@ -18,7 +18,7 @@ def _writer(systems: Systems, bridge: Bridge, kafka):
     return kinesis_writer(bridge.config, kafka)
 
 
-SINK = KafkaSink(prepare=_writer)
+SINK = KafkaSink(prepare=_writer, transforms_before_writer=True)
 
 
 def _stream(bridge: Bridge) -> tuple[Endpoint, ...]:

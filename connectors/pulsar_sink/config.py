@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
-from connectors.config.routing import TargetTemplate, route
+from connectors.config.common import ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.routing import TargetTemplate, is_routed, route
 
 
-class PulsarSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
+class PulsarSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys):
     service_url: str = Field(alias="pulsar.service.url", pattern=r"^pulsar(\+ssl)?://",
                              description="pulsar://host:6650 or pulsar+ssl://... (the local stack's: PULSAR_SERVICE_URL)")
     topic: TargetTemplate = Field("persistent://public/default/${topic}", alias="pulsar.topic", min_length=1,
@@ -26,3 +26,6 @@ class PulsarSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
 
     def topic_for(self, kafka_topic: str) -> str:
         return route(self.topic, kafka_topic)
+
+    def routed_target_key(self) -> str | None:
+        return "pulsar.topic" if is_routed(self.topic) else None

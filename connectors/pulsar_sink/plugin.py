@@ -25,7 +25,7 @@ def _linger_s(config: PulsarSinkConfig) -> float:
     return config.batching_max_publish_delay_ms / 1000 if config.batching_enabled else 0.0
 
 
-SINK = KafkaSink(prepare=_writer, linger_s=_linger_s)
+SINK = KafkaSink(prepare=_writer, linger_s=_linger_s, transforms_before_writer=True)
 
 
 def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:

@@ -119,3 +119,26 @@ def test_topic_routing_sends_each_kafka_topic_to_its_own_stream(stack, spark, tm
     for topic in topics:
         [records] = kinesis_records_by_shard(f"s-{topic}").values()
         assert sorted(r["Data"].decode() for r in records) == sorted(f"{topic}-{i}" for i in range(10))
+
+
+def test_a_filter_on_the_topic_name_runs_before_kinesis(stack, spark, tmp_path, unique):
+    """Kafka Connect's Filter with a predicate in a sink without converters: the records of the topic it matches are
+    counted skipped and never put; the other topic's arrive."""
+    kept, dropped, stream, name = f"kinf-{unique}", f"kinf-debug-{unique}", f"kinf-{unique}", f"kinf_{unique}"
+    for topic in (kept, dropped):
+        kafka_admin().create_topic(topic, partitions=1)
+        produce(topic, [(f"k{i}", f"{topic}-{i}") for i in range(10)])
+    create_kinesis_stream(stream, shards=1)
+    t = "org.apache.kafka.connect.transforms."
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "KinesisSinkConnector", "mode": "batch",
+                                                 "config": {
+        "topics": f"{kept},{dropped}", "kinesis.stream.name": stream, "transforms": "nodebug",
+        "transforms.nodebug.type": t + "Filter", "transforms.nodebug.predicate": "isdebug", "predicates": "isdebug",
+        "predicates.isdebug.type": t + "predicates.TopicNameMatches", "predicates.isdebug.pattern": ".*-debug-.*"}}]}))
+    defs, instance = build_definitions(str(path)), DagsterInstance.ephemeral()
+
+    metadata = materialize_bridge(defs, name, instance)
+    assert metadata["records_published"].value == 10 and metadata["records_skipped"].value == 10
+    records = [r for shard in kinesis_records_by_shard(stream).values() for r in shard]
+    assert sorted(r["Data"] for r in records) == sorted(f"{kept}-{i}".encode() for i in range(10))

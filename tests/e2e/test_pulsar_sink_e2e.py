@@ -70,3 +70,35 @@ def test_records_arrive_with_key_properties_and_event_time_each_topic_routed_and
     assert producer.flush(30) == 0
     assert materialize_bridge(defs, name, instance)["records_published"].value == 1
     assert len(_receive_all(f"persistent://public/default/{topics[1]}", 26)) == 26
+
+
+def test_a_chain_of_filter_insert_header_and_drop_headers_runs_before_pulsar(stack, spark, tmp_path, unique):
+    """Kafka Connect's column-wise transforms in a sink without converters: the records a Filter drops (here those
+    with a `debug` header) are counted skipped and never sent; the others arrive with the header the chain added and
+    without the one it dropped."""
+    topic = f"plt-{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for i in range(20):
+        headers = [("trace", f"t{i}".encode()), ("secret", b"s")] + ([("debug", b"1")] if i % 4 == 0 else [])
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=headers)
+    assert producer.flush(30) == 0
+    t = "org.apache.kafka.connect.transforms."
+    path = tmp_path / "bridges.yaml"
+    name = f"plt_{unique}"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "PulsarSinkConnector", "mode": "batch",
+                                                 "config": {
+        "topics": topic, "pulsar.service.url": os.environ["PULSAR_SERVICE_URL"],
+        "transforms": "nodebug,tag,clean", "transforms.nodebug.type": t + "Filter",
+        "transforms.nodebug.predicate": "isdebug", "predicates": "isdebug",
+        "predicates.isdebug.type": t + "predicates.HasHeaderKey", "predicates.isdebug.name": "debug",
+        "transforms.tag.type": t + "InsertHeader", "transforms.tag.header": "source",
+        "transforms.tag.value.literal": "kafka", "transforms.clean.type": t + "DropHeaders",
+        "transforms.clean.headers": "secret"}}]}))
+    defs, instance = build_definitions(str(path)), DagsterInstance.ephemeral()
+
+    metadata = materialize_bridge(defs, name, instance)
+    assert metadata["records_published"].value == 15 and metadata["records_skipped"].value == 5
+    messages = _receive_all(f"persistent://public/default/{topic}", 15)
+    assert sorted(m.partition_key() for m in messages) == sorted(f"k{i}" for i in range(20) if i % 4)
+    assert all(m.properties() == {"trace": f"t{m.partition_key()[1:]}", "source": "kafka"} for m in messages)
