@@ -209,6 +209,10 @@ def test_records_at_tells_records_from_markers(stack, unique):
         producer.produce(topic, value=f"late-aborted-{i}", partition=0)
     producer.flush(30)
     producer.abort_transaction(30)  # 159-163, its marker at 164
+    deadline = time.monotonic() + 30  # the partition takes the abort's marker a moment after the call returns
+    while admin.end_offsets({topic: [0]})[topic][0] < 165:
+        assert time.monotonic() < deadline, "the abort's marker never reached the partition"
+        time.sleep(0.1)
     assert admin.end_offsets({topic: [0]})[topic][0] == 165
     assert admin.records_at({topic: {0: 0}}, "read_committed")
     assert admin.records_at({topic: {0: 153}}, "read_committed")
