@@ -105,6 +105,13 @@ class LeasedJob:
         self._lease.stop()
         self._job.end(_STOP_WAIT_S)
 
+    def _start_again(self, take_last_reports: Callable[[], None] = lambda: None) -> None:
+        """Ends the running job and starts it again from where it got to: `take_last_reports` reads what the ended
+        job reported last (its final commits), before the position the new one starts from is read."""
+        self._end_job()
+        take_last_reports()
+        self._start()
+
     def _with_stream_facts(self, report: BatchReport, restarted: str | None, line: str | None = None) -> BatchReport:
         """A progress report with what every stream adds: its task count (`stream_tasks`, so the asset shows the
         parallelism the stream runs at) and the warning of a restart, if there was one."""
@@ -139,13 +146,13 @@ class LeasedJob:
             self._moved_at = now  # only markers ahead: idle, looked at again after another limit
             return None
         said = f"{STALLED} for {stalled_s:.0f} s with {waiting} records waiting"
-        self._end_job()
         if self._restarts_without_progress >= _RESTARTS:
+            self._end_job()
             self._stopped = True
             raise RuntimeError(f"{said} (bridge {self._bridge.name}), after {_RESTARTS} restarts in a row that moved "
                                "nothing")
         self._restarts_without_progress += 1
-        self._start()
+        self._start_again()
         return f"{said}; started again from its last commit"
 
     def _restart_after_failure(self) -> str | None:

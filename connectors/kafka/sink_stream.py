@@ -34,6 +34,11 @@ if TYPE_CHECKING:
     from connectors.plugin import BatchReport, Bridge
 
 
+def _behind(position: Offsets, ends: Offsets) -> Offsets:
+    """The partitions whose end is past the position, at the position: where a record may wait for the stream."""
+    return {t: {p: o for p, o in ps.items() if ends.get(t, {}).get(p, o) > o} for t, ps in position.items()}
+
+
 def _tally_line(totals: dict[str, int], behind: int) -> str:
     return f"{totals['records']} records read, {totals['published']} published; {behind} behind"
 
@@ -124,16 +129,13 @@ class KafkaSinkStream(LeasedJob):
             if partitions_now != self._partitions and self._running:
                 # A partition came (or went): the job starts again with it, from where it got to.
                 self._deliver = self._prepare()  # a check that fails here leaves the running job to stop()
-                self._end_job()
-                self._absorb_commits(result)  # what the stopped job committed last
-                self._start()
+                self._start_again(lambda: self._absorb_commits(result))
             restarted = self._restart_after_failure()
             result.plan = BatchPlan([], {t: dict(ps) for t, ps in self._position.items()}, ends,
                                     dict(self._skipped_unreported))
-            behind = {t: {p: o for p, o in ps.items() if ends.get(t, {}).get(p, o) > o}
-                      for t, ps in result.plan.next_offsets.items()}
             restarted = restarted or self._restart_if_stalled(
-                result.plan.lag_after(), lambda: kafka.records_at(behind, config.isolation_level))
+                result.plan.lag_after(), lambda: kafka.records_at(_behind(result.plan.next_offsets, ends),
+                                                                  config.isolation_level))
         self._skipped_unreported = {}
         self._reported_at = time.monotonic()
         result.duration_s = self._reported_at - started

@@ -84,10 +84,11 @@ class LiteSourceStream(LeasedJob):
             _, partition_count = lite_topic_of(self._connection, self._bridge.config)
             if partition_count != self._partition_count and self._running:
                 # A partition came: the job starts again with it, from where it got to.
-                self._end_job()
-                self._absorb_reports(result)  # what the stopped job reported last
-                self._failure = None  # the interrupt's own error
-                self._start()
+                def take_last_reports() -> None:
+                    self._absorb_reports(result)  # what the stopped job reported last
+                    self._failure = None  # the interrupt's own error
+
+                self._start_again(take_last_reports)
             result.head_cursors = head_cursors(self._connection, self._topic, self._partition_count)
         restarted = self._restart_after_failure()
         # After a restart for a new partition, the position (and the heads) have it too.
