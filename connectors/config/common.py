@@ -68,11 +68,6 @@ class TransformKeys(BaseModel):
                     "`transforms.<alias>.type` and that class's keys (`predicates` likewise); see Transforms")
 
 
-# The transforms that never look inside a key or value (connectors/transforms/columnar.py runs them on Arrow batches).
-_COLUMNAR_TRANSFORMS = frozenset(f"org.apache.kafka.connect.transforms.{name}"
-                                 for name in ("Filter", "InsertHeader", "DropHeaders", "RegexRouter"))
-
-
 class ColumnarTransformKeys(TransformKeys):
     """The transforms of a sink without converters (its writer sends Kafka's bytes as they are): only those that
     never look inside a key or value, with any predicate. A config whose target is routed by `${topic}` names its key
@@ -82,11 +77,11 @@ class ColumnarTransformKeys(TransformKeys):
     def _columnar_transforms_only(self):
         if not self.transforms:
             return self
-        for stage in self.transforms.stages:
-            if stage.transform.java_class not in _COLUMNAR_TRANSFORMS:
-                raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only Filter, "
-                                 "InsertHeader, DropHeaders and RegexRouter, with any predicate (it has no converters "
-                                 "to give a transform a key or value to read)")
+        if not self.transforms.runs_columnar:
+            stage = next(stage for stage in self.transforms.stages if not stage.runs_columnar)
+            raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only Filter, "
+                             "InsertHeader, DropHeaders and RegexRouter, with any predicate (it has no converters "
+                             "to give a transform a key or value to read)")
         routed = self.routed_target_key()
         if routed and self.transforms.renames_topics:
             raise ValueError(f"a topic-renaming transform (RegexRouter) with ${{topic}} in {routed} is not supported "

@@ -12,7 +12,9 @@ from pydantic import ValidationError
 
 from connectors.errors import RecordError
 from connectors.transforms.classes import PredicateClass, TransformClass, TransformConfig, Transformation
+from connectors.transforms.headers import DropHeaders, InsertHeader
 from connectors.transforms.record import ConnectRecord
+from connectors.transforms.routing import Filter, RegexRouter
 from connectors.transforms.sides import Side
 
 TRANSFORMS, PREDICATES = "transforms", "predicates"
@@ -37,6 +39,10 @@ class PredicateStage:
     keys: TransformConfig
 
 
+# The transforms that never look inside a key or value.
+_COLUMNAR_TRANSFORMS = (Filter, InsertHeader, DropHeaders, RegexRouter)
+
+
 @dataclass(frozen=True)
 class Stage:
     alias: str
@@ -45,6 +51,12 @@ class Stage:
     keys: TransformConfig
     predicate: PredicateStage | None = None
     negate: bool = False
+
+    @property
+    def runs_columnar(self) -> bool:
+        """Whether this stage never looks inside a key or value, so columnar.py runs it on whole batches (its
+        predicate, any of Kafka's, reads the topic, the headers and whether the value is null)."""
+        return self.transform.build in _COLUMNAR_TRANSFORMS
 
     @property
     def class_name(self) -> str:
@@ -70,6 +82,10 @@ class TransformChain:
         """Whether a stage's outcome depends on the headers a record came with."""
         return any(stage.transform.reads_headers or (stage.predicate and stage.predicate.predicate.reads_headers)
                    for stage in self.stages)
+
+    @property
+    def runs_columnar(self) -> bool:
+        return all(stage.runs_columnar for stage in self.stages)
 
     def running(self) -> RunningChain:
         return RunningChain(self)

@@ -19,8 +19,6 @@ from connectors.transforms.predicates import HasHeaderKey, RecordIsTombstone, To
 from connectors.transforms.record import header_bytes
 from connectors.transforms.routing import Filter, RegexRouter
 
-_COLUMNAR = (Filter, InsertHeader, DropHeaders, RegexRouter)
-
 
 @dataclass(frozen=True)
 class Transformed:
@@ -36,10 +34,7 @@ class ColumnarChain:
     @classmethod
     def of(cls, chain: TransformChain) -> ColumnarChain | None:
         """The chain run column-wise, or None when a transform in it needs the records one by one."""
-        running = chain.running()
-        if all(isinstance(transform, _COLUMNAR) for _, transform, _ in running.steps):
-            return cls(running.steps)
-        return None
+        return cls(chain.running().steps) if chain.runs_columnar else None
 
     def apply(self, batch: pa.RecordBatch) -> Transformed:
         rows = batch.num_rows
