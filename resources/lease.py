@@ -224,7 +224,8 @@ class BridgeLease:
         claimant, or the sensor, frees it then. `free_slot`: free it now, for a run that recorded every position as
         an event as it went (an always-on run's bridge that ended while the run goes on: a claim without heartbeats
         would look stale, and fencing it would fail the whole run)."""
-        self._stop.set()
+        with _Heartbeats.writing:  # a beat under way writes no heartbeat for this lease after this
+            self._stop.set()
         if free_slot:
             self._instance.event_log_storage.free_concurrency_slot_for_step(self._run_id, _step_key(self._bridge))
 
@@ -236,6 +237,10 @@ class _Heartbeats:
 
     _each: dict[tuple[int, LeaseTiming], _Heartbeats] = {}
     _each_lock = threading.Lock()
+    # Held from a beat's last look at which leases are released to its write, and by release(): a lease released
+    # while a beat reads the slots gets no heartbeat after release() returns (one written then would make the
+    # holder look alive to the next claimant for stale_after_s).
+    writing = threading.Lock()
 
     def __init__(self, instance: DagsterInstance, timing: LeaseTiming):
         self._instance, self._timing = instance, timing
@@ -278,7 +283,10 @@ class _Heartbeats:
                         held.append(lease)
                     else:
                         lease._lost = "another run fenced it"
-                self._instance.run_storage.set_cursor_values(dict(lease._heartbeat() for lease in held))
+                with self.writing:
+                    held = [lease for lease in held if not lease._stop.is_set()]
+                    if held:
+                        self._instance.run_storage.set_cursor_values(dict(lease._heartbeat() for lease in held))
                 for lease in held:
                     lease._beaten(confirmed)
             except Exception as exc:  # noqa: BLE001 - storage unreachable: the next beat tries again

@@ -78,6 +78,29 @@ def test_a_holder_whose_process_is_gone_is_fenced_at_once(instance):
     assert claimed_by(instance, "orders") == [newcomer]
 
 
+def test_a_released_lease_gets_no_heartbeat_from_a_beat_under_way(instance, monkeypatch):
+    """release() during a beat's read of the slots: that beat must not write the released holder's heartbeat after
+    release() returned (it would make a gone holder look alive to the next claimant for stale_after_s)."""
+    import threading
+
+    storage = instance.event_log_storage
+    reading, read = threading.Event(), storage.get_concurrency_infos
+
+    def slow_read(pools):
+        reading.set()
+        time.sleep(0.5)
+        return read(pools)
+
+    lease = BridgeLease.acquire(instance, "orders", started_run(instance), TIMING)
+    monkeypatch.setattr(storage, "get_concurrency_infos", slow_read)
+    assert reading.wait(5)
+    lease.release()
+    key = "kafka-pubsub-bridge/lease-heartbeat/orders"
+    instance.run_storage.set_cursor_values({key: "after release"})
+    time.sleep(1.0)  # the slow beat has ended
+    assert instance.run_storage.get_cursor_values({key})[key] == "after release"
+
+
 def test_a_silent_holder_is_fenced_after_the_stale_time_and_cannot_record(instance):
     holder = started_run(instance)
     lease = BridgeLease.acquire(instance, "orders", holder, TIMING)
