@@ -39,8 +39,8 @@ class ConnectorConfig(BaseModel):
             return keys
         if TRANSFORMS not in cls.model_fields:
             raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms yet (the Pub/Sub "
-                             "and Pub/Sub Lite sinks and sources do, and the Kinesis and Pulsar sinks run Filter, "
-                             "InsertHeader, DropHeaders and RegexRouter)")
+                             "and Pub/Sub Lite sinks and sources do, and the Kafka, Kinesis and Pulsar sinks run "
+                             "Filter, InsertHeader, DropHeaders and RegexRouter)")
         others = {k: v for k, v in keys.items() if k not in chain_keys}
         chain = load_chain(chain_keys)
         return {**others, TRANSFORMS: chain} if chain else others

@@ -7,12 +7,14 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, ExactlyOnceKeys, KafkaTopicsKeys
+from connectors.config.common import (
+    ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, ExactlyOnceKeys, KafkaTopicsKeys,
+)
 from connectors.config.routing import TOPIC_PLACEHOLDER, TargetTemplate, is_routed, route
 from connectors.kafka.connection import KafkaConnection
 
 
-class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ExactlyOnceKeys):
+class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ExactlyOnceKeys, ColumnarTransformKeys):
     target_bootstrap_servers: str = Field(
         alias="target.bootstrap.servers", min_length=1,
         description="the target cluster (the local stack's second cluster: KAFKA_TARGET_BOOTSTRAP_SERVERS)")
@@ -79,6 +81,9 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Exact
         if self.target_sasl_mechanism and not (self.target_sasl_username and self.target_sasl_password):
             raise ValueError("target.sasl.mechanism needs target.sasl.username and target.sasl.password")
         return self
+
+    def routed_target_key(self) -> str | None:
+        return "topic.rename.format" if is_routed(self.topic_rename_format) else None
 
     def target_topic(self, source_topic: str) -> str:
         return route(self.topic_rename_format, source_topic)

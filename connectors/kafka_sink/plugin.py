@@ -51,7 +51,7 @@ def run_replica_batch(spark: SparkSession, bridge_name: str, config: KafkaSinkCo
         open_writer, recorded = with_transactions(replica, bridge_name, kafka, target, recorded)
     before = target_ends(config, kafka, target) if config.checkpoints else {}
     result = run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
-                                  sink_deliver(bridge_name, config, kafka, open_writer))
+                                  sink_deliver(bridge_name, config, kafka, open_writer, transforms_before_writer=True))
     if not config.checkpoints or not result.plan.ranges:
         return ReplicaBatchResult(result, 0)
     # As MirrorMaker 2's checkpoint connector runs apart from its source connector, checkpoints that cannot
@@ -134,7 +134,8 @@ def _stream_checkpoints(systems: Systems, bridge: Bridge, kafka: KafkaAdmin) -> 
 
 
 # The always-on stream. A round waits 5 ms for more records, its producer's linger.ms.
-SINK = KafkaSink(prepare=_replica_writer, linger_s=lambda config: 0.005, landings=_stream_checkpoints)
+SINK = KafkaSink(prepare=_replica_writer, linger_s=lambda config: 0.005, landings=_stream_checkpoints,
+                 transforms_before_writer=True)
 
 
 def _cluster_label(bootstrap_servers: str) -> str:

@@ -171,3 +171,38 @@ def test_consumer_groups_fail_over_with_translated_offsets(stack, spark, tmp_pat
             break
     target_consumer.close()
     assert first is not None and first.value() == b"r24"  # partition 0 holds r0, r2, ...: offset 12 is r24
+
+
+def test_a_chain_of_filter_insert_header_and_drop_headers_runs_before_the_target(stack, spark, tmp_path, unique):
+    """Kafka Connect's column-wise transforms in the Kafka sink, as on a MirrorSourceConnector: the records a Filter
+    drops (here the tombstones) are counted skipped and never replicated; the others keep their partition and order
+    and arrive with the header the chain added and without the one it dropped."""
+    topic, name = f"replt-{unique}", f"replt_{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for i in range(40):
+        producer.produce(topic, key=f"k{i}".encode(), value=None if i % 5 == 0 else f"v{i}".encode(), partition=i % 2,
+                         headers=[("trace", f"t{i}".encode()), ("secret", b"s")])
+    assert producer.flush(30) == 0
+    t = "org.apache.kafka.connect.transforms."
+    defs, instance = build_definitions(_bridges(tmp_path, name, {
+        "topics": topic, "topic.rename.format": "backup.${topic}",
+        "transforms": "notomb,tag,clean", "transforms.notomb.type": t + "Filter",
+        "transforms.notomb.predicate": "istomb", "predicates": "istomb",
+        "predicates.istomb.type": t + "predicates.RecordIsTombstone",
+        "transforms.tag.type": t + "InsertHeader", "transforms.tag.header": "source",
+        "transforms.tag.value.literal": "primary", "transforms.clean.type": t + "DropHeaders",
+        "transforms.clean.headers": "secret"})), DagsterInstance.ephemeral()
+
+    metadata = materialize_bridge(defs, name, instance)
+    assert metadata["records_published"].value == 32 and metadata["records_skipped"].value == 8
+    replicated = _read_target(f"backup.{topic}", 2, 32)
+    assert sorted(m.key() for m in replicated) == sorted(f"k{i}".encode() for i in range(40) if i % 5)
+    for message in replicated:
+        i = int(message.key()[1:])
+        assert (message.value(), message.partition()) == (f"v{i}".encode(), i % 2)
+        assert message.headers() == [("trace", f"t{i}".encode()), ("source", b"primary")]
+    for partition in range(2):
+        keys = [int(m.key()[1:]) for m in replicated if m.partition() == partition]
+        assert keys == sorted(keys)
+    assert materialize_bridge(defs, name, instance)["records_published"].value == 0  # the position moved past all 40

@@ -53,3 +53,38 @@ def test_records_and_offsets_commit_together_and_a_lost_place_is_found_in_the_tr
     assert second["records_published"].value == 30
     values = [r.value() for r in read_committed(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], topic, 3)]
     assert len(values) == len(set(values)) == 330
+
+
+def test_records_a_filter_drops_are_never_written_and_a_lost_place_writes_nothing_twice(
+        stack, spark, tmp_path, unique):
+    """A Filter under exactly once: the dropped records (here the last ones of each partition) are not in any
+    transaction, so the transactions' place is behind them; a run that lost its other places reads them again from
+    there, drops them again and writes nothing twice."""
+    topic, name = f"eos-replf-{unique}", f"eos_replf_{unique}"
+    kafka_admin().create_topic(topic, partitions=3)
+    t = "org.apache.kafka.connect.transforms."
+    bridges = tmp_path / "bridges.yaml"
+    bridges.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "KafkaSinkConnector", "config": {
+        "topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
+        "exactly.once.support": "required", "transforms": "nodrop", "transforms.nodrop.type": t + "Filter",
+        "transforms.nodrop.predicate": "isdrop", "predicates": "isdrop",
+        "predicates.isdrop.type": t + "predicates.HasHeaderKey", "predicates.isdrop.name": "drop"},
+        "mode": "batch"}]}))
+    defs = build_definitions(str(bridges))
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for i in range(90):
+        producer.produce(topic, value=f"m{i}".encode(), partition=i % 3,
+                         headers=[("drop", b"1")] if i >= 60 else [])  # each partition's last 10 records
+    assert producer.flush(30) == 0
+
+    first = materialize_bridge(defs, name, DagsterInstance.ephemeral())
+    assert (first["records_published"].value, first["records_skipped"].value) == (60, 30)
+
+    admin = AdminClient({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
+    [future] = admin.delete_consumer_groups([f"connect-{name}"]).values()
+    future.result(30)
+    _produce(topic, [f"n{i}" for i in range(30)])
+    second = materialize_bridge(defs, name, DagsterInstance.ephemeral())
+    assert (second["records_published"].value, second["records_skipped"].value) == (30, 30)
+    values = [r.value() for r in read_committed(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], topic, 3)]
+    assert sorted(values) == sorted([f"m{i}".encode() for i in range(60)] + [f"n{i}".encode() for i in range(30)])

@@ -1,4 +1,4 @@
-"""The shared task body of the sinks without converters (Kinesis, Pulsar) runs the bridge's column-wise transforms
+"""The shared task body of the sinks without converters (Kafka, Kinesis, Pulsar) runs the bridge's column-wise transforms
 before their writer: what a Filter drops is counted read and skipped, the rest reaches the writer with the headers
 the chain gave it and its own Kafka topic (the counts and positions are the source partition's)."""
 
@@ -94,6 +94,22 @@ def test_the_sinks_without_converters_refuse_what_they_cannot_run_in_one_line():
     with pytest.raises(ValueError, match=r"RegexRouter\) with \$\{topic\} in kinesis.stream.name is not supported"):
         KinesisSinkConfig.model_validate({**kinesis, "kinesis.stream.name": "k-${topic}", **router})
     assert KinesisSinkConfig.model_validate({**kinesis, **router}).transforms
+
+
+def test_the_kafka_sink_takes_a_router_only_where_its_target_topic_is_fixed():
+    import pytest
+
+    from connectors.kafka_sink.config import KafkaSinkConfig
+
+    kafka = {"topics": "t", "target.bootstrap.servers": "b:9092"}
+    router = {"transforms": "r", "transforms.r.type": T + "RegexRouter", "transforms.r.regex": "(.*)",
+              "transforms.r.replacement": "x-$1"}
+    with pytest.raises(ValueError, match=r"RegexRouter\) with \$\{topic\} in topic.rename.format is not supported"):
+        KafkaSinkConfig.model_validate({**kafka, **router})  # its default is ${topic}
+    assert KafkaSinkConfig.model_validate({**kafka, "topic.rename.format": "copy", **router}).transforms
+    with pytest.raises(ValueError, match=r"transform 'm' \(MaskField\$Value\): this connector runs only Filter"):
+        KafkaSinkConfig.model_validate({**kafka, "transforms": "m", "transforms.m.type": T + "MaskField$Value",
+                                        "transforms.m.fields": "card"})
 
 
 def test_in_a_bridges_file_the_refusal_is_one_line_naming_the_bridge_and_the_transform(tmp_path):
