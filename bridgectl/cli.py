@@ -19,6 +19,7 @@ from rich.table import Table
 
 from bridgectl.bridge_offsets_cli import offsets
 from bridgectl.bridges_cli import bridges
+from bridgectl.child_signals import hear_sigint
 from bridgectl.fetch import MissingToolError
 from bridgectl.lite_cli import lite
 from bridgectl.local_stack import CLUSTER_SERVICES, SERVICES, LocalStack, default_dagster_url
@@ -153,9 +154,7 @@ def dev(port: int, rate: int) -> None:
         [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port), "--log-level", "warning"],
         cwd=PROJECT_ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONWARNINGS": DAGSTER_DEV_SUPERSEDED},
-        # A shell that starts us in the background (`&`) sets SIGINT to ignored, and children inherit
-        # that: dagster dev would never hear the SIGINT we forward. Give it the default back.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=hear_sigint,
     )
     relay = OutputRelay(proc.stdout, log_path)
     relay.start()

@@ -20,6 +20,7 @@ import yaml
 from confluent_kafka import Producer
 from google.cloud import pubsub_v1
 
+from bridgectl.child_signals import hear_sigint
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
 
@@ -221,7 +222,7 @@ class DagsterDev:
         self._process = subprocess.Popen(
             [str(self._bin / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
             cwd=PROJECT_ROOT, env=self.env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=hear_sigint)
 
     def __enter__(self) -> "DagsterDev":
         try:
