@@ -33,6 +33,7 @@ from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
 from bench.continuous import kafka_producer
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
+from bridgectl.child_signals import hear_sigint
 from bridgectl.paths import PROJECT_ROOT
 
 SETTLE_S = 10  # after the last run started, before anything is measured
@@ -172,22 +173,29 @@ def _fleet_topics(count: int) -> tuple[list[str], list[str]]:
     return topics, subscriptions
 
 
-def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, shape: str) -> dict:
+def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, shape: str, failing: int = 0) -> dict:
     """`shape`: hosted (the entries say no mode and no host: the defaults, always on in the host `default`, one run
     moving them all), own-runs (each continuous bridge a run of its own, `host: null`) or batch (micro-batch mode,
-    seed defaults: each bridge's sensor starts a run per batch)."""
+    seed defaults: each bridge's sensor starts a run per batch). `failing` more bridges, beside the `count` measured,
+    get the same traffic into a Pub/Sub topic that does not exist: each fails at its first record, for the whole run
+    (the row says whether one ever delivered)."""
     from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
     topics, subscriptions = _fleet_topics(count)
+    failing_topics = [kafka_topic(unique_name("fleet-fail"), 1) for _ in range(failing)]
     how = {"batch": {"mode": "batch"}, "own-runs": {"continuous": {"host": None}}, "hosted": {}}[shape]
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
             {"name": f"fleet_{i}", "connector": "CloudPubSubSinkConnector",
              "config": {"topics": t, "cps.project": PROJECT, "cps.topic": t}, **how}
-            for i, t in enumerate(topics)]}))
-        if shape == "batch":  # a batch bridge's sensor starts a run only for records waiting
-            _one_record_each(topics)
+            for i, t in enumerate(topics)] + [
+            {"name": f"failing_{i}", "connector": "CloudPubSubSinkConnector",
+             "config": {"topics": t, "cps.project": PROJECT, "cps.topic": f"{t}-missing"}, **how}
+            for i, t in enumerate(failing_topics)]}))
+        # A bridge materializes only when it moved records (a batch bridge's sensor starts a run only for records
+        # waiting): one each, so that the wait below sees every bridge move.
+        _one_record_each(topics)
         home = work / "dagster_home"
         home.mkdir()
         # Each always-on bridge holds a run slot for its run's length: the queue must let every one run.
@@ -201,11 +209,11 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, 
         dev = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "dev", "-w",
                                 "workspace.yaml", "-p", str(_free_port()), "--log-level", "warning"], env=env,
                                cwd=PROJECT_ROOT, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=hear_sigint)
         try:
             asked = time.monotonic()
             with DagsterInstance.from_config(str(home)) as instance:
-                # Every bridge moving: each has recorded its first commit.
+                # Every bridge moving: each has recorded its first records.
                 while not all(instance.get_latest_materialization_event(AssetKey(f"fleet_{i}"))
                               for i in range(count)):
                     if dev.poll() is not None or time.monotonic() - asked > 600:
@@ -215,15 +223,37 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, 
                 waits = sorted(r.start_time - r.create_timestamp.timestamp() for r in records) or [0.0]
             all_started_s = time.monotonic() - asked
             time.sleep(SETTLE_S)
-            return _measure(topics, subscriptions, rate, seconds, (dev.pid, engine_pid)) | {
+            row = _measure(topics, subscriptions, rate, seconds, (dev.pid, engine_pid), failing_topics) | {
                 "runs": len(records), "all_bridges_moving_s": round(all_started_s, 1),
                 "run_start_wait_s": {"median": round(statistics.median(waits), 1), "max": round(waits[-1], 1)}}
+            if failing:
+                row["failing_bridges_checks"] = _batch_checks(home, [f"failing_{i}" for i in range(failing)])
+            return row
         finally:
             os.killpg(dev.pid, signal.SIGINT)
             try:
                 dev.wait(120)
             except subprocess.TimeoutExpired:
                 os.killpg(dev.pid, signal.SIGKILL)
+
+
+def _batch_checks(home: Path, bridges: list[str]) -> dict[str, int]:
+    """How the `batch_succeeded` check of these bridges evaluated: failed and passed counts, and how many passed after
+    the bridge's first failure (a failing bridge's row is meaningful only if none did)."""
+    from dagster import AssetCheckKey, AssetKey, DagsterInstance
+
+    counts = Counter({"failed": 0, "passed": 0, "passed_after_first_failure": 0})
+    with DagsterInstance.from_config(str(home)) as instance:
+        for bridge in bridges:
+            key = AssetCheckKey(AssetKey(bridge), "batch_succeeded")
+            history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10_000)
+            outcomes = [record.event.asset_check_evaluation.passed for record in reversed(history)  # oldest first
+                        if record.event is not None and record.event.asset_check_evaluation is not None]
+            counts["failed"] += outcomes.count(False)
+            counts["passed"] += outcomes.count(True)
+            if False in outcomes:
+                counts["passed_after_first_failure"] += outcomes[outcomes.index(False):].count(True)
+    return dict(counts)
 
 
 def java(count: int, rate: float, seconds: float) -> dict:
@@ -258,13 +288,16 @@ def java(count: int, rate: float, seconds: float) -> dict:
             worker.wait(30)
 
 
-def _measure(topics: list[str], subscriptions: list[str], rate: float, seconds: float, roots: tuple[int, ...]) -> dict:
-    """Warm-up, then `seconds` of traffic with the CPU measured over its middle, then idle."""
+def _measure(topics: list[str], subscriptions: list[str], rate: float, seconds: float, roots: tuple[int, ...],
+             unmeasured_topics: list[str] = ()) -> dict:
+    """Warm-up, then `seconds` of traffic with the CPU measured over its middle, then idle. `unmeasured_topics` get
+    the same traffic; their records' latencies are not read."""
     import threading
 
-    _one_record_each(topics)  # through every bridge first: the fleet is measured warm
+    every_topic = [*topics, *unmeasured_topics]
+    _one_record_each(every_topic)  # through every bridge first: the fleet is measured warm
     time.sleep(5)
-    traffic = Traffic(topics, rate)
+    traffic = Traffic(every_topic, rate)
     sending = threading.Thread(target=traffic.run, args=(seconds,))
     sending.start()
     time.sleep(max(0.0, (seconds - WINDOW_S) / 2))
@@ -272,7 +305,8 @@ def _measure(topics: list[str], subscriptions: list[str], rate: float, seconds: 
     sending.join()
     time.sleep(10)
     idle = measure_processes(roots, WINDOW_S)
-    latencies = publish_latencies(subscriptions, traffic.sent)
+    # Traffic sends to the topics in turn, the same number to each.
+    latencies = publish_latencies(subscriptions, traffic.sent // len(every_topic) * len(topics))
     return {"bridges": len(topics), "sent": traffic.sent, **_quantiles(latencies), "steady": steady, "idle": idle}
 
 
