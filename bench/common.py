@@ -88,15 +88,19 @@ def rounds_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def alternating_rounds(rounds: int, sides: dict[str, Callable[[int], dict]],
-                       say: Callable[[str], object]) -> dict[str, list[dict]]:
+def _rate_line(row: dict) -> str:
+    return f"{row['records'] / row['seconds']:,.0f} records/s, {row['cpu_per_100k']:.2f} CPU s per 100k"
+
+
+def alternating_rounds(rounds: int, sides: dict[str, Callable[[int], dict]], say: Callable[[str], object],
+                       describe: Callable[[dict], str] = _rate_line) -> dict[str, list[dict]]:
     """Each side's rows, one per round (`sides`: name -> the row of round N), the order turned around every other round
-    so that neither side always runs on the warmer machine."""
+    so that neither side always runs on the warmer machine; `say` is told each row as `describe` puts it."""
     rows: dict[str, list[dict]] = {name: [] for name in sides}
     for round_no in range(rounds):
         for name in (list(sides) if round_no % 2 == 0 else list(sides)[::-1]):
             say(f"round {round_no + 1}: {name} ...")
             row = sides[name](round_no)
-            say(f"  {row['records'] / row['seconds']:,.0f} records/s, {row['cpu_per_100k']:.2f} CPU s per 100k")
+            say(f"  {describe(row)}")
             rows[name].append(row)
     return rows
