@@ -15,6 +15,9 @@ from connectors.outage import Unreachable
 from connectors.pulsar_sink.config import PulsarSinkConfig
 
 NO_TIMESTAMP = -1
+# After the producers' flush returned, how long the client's threads may take to run the last send callbacks (they
+# run after the acknowledgement that ends the flush, one by one): milliseconds, in practice.
+CALLBACKS_AFTER_FLUSH_S = 30.0
 
 
 def pulsar_client(config: PulsarSinkConfig):
@@ -81,8 +84,10 @@ class PulsarWriter(SinkWriter):
         self.config, self._pulsar = config, pulsar
         self._kept = kept_pulsar_client(config)
         self._producers: dict[str, object] = {}  # the ones this task sent through, flushed at its end
-        # Callbacks come from the client's own threads.
+        # Callbacks come from the client's own threads, and may still be running when a producer's flush returns:
+        # the task's summary waits for every one (`_unanswered` sends).
         self._lock, self._refused, self._failed = threading.Lock(), [], []
+        self._answered, self._unanswered = threading.Condition(self._lock), 0
 
     def _producer_for(self, topic: str):
         if topic not in self._producers:
@@ -100,7 +105,19 @@ class PulsarWriter(SinkWriter):
                     self._refused.append((slot, row, result))
                 else:
                     self._failed.append((slot, row, result))
+                self._unanswered -= 1
+                self._answered.notify_all()
         return done
+
+    def _send(self, producer, value: bytes, callback, **kwargs) -> None:
+        with self._lock:
+            self._unanswered += 1
+        try:
+            producer.send_async(value, callback, **kwargs)
+        except BaseException:  # not sent: no callback will come for it
+            with self._lock:
+                self._unanswered -= 1
+            raise
 
     def put(self, records: pa.RecordBatch) -> None:
         cfg, slot = self.config, TalliedBatch(records, self.tally)
@@ -118,13 +135,18 @@ class PulsarWriter(SinkWriter):
                 kwargs["partition_key"] = key.decode("utf-8", "backslashreplace")
             if columns["timestampType"][row] != NO_TIMESTAMP and columns["timestamp_ms"][row] is not None:
                 kwargs["event_timestamp"] = columns["timestamp_ms"][row]
-            self._producer_for(cfg.topic_for(columns["topic"][row])).send_async(value, self._callback(slot, row),
-                                                                               **kwargs)
+            self._send(self._producer_for(cfg.topic_for(columns["topic"][row])), value, self._callback(slot, row),
+                       **kwargs)
 
     def flush(self) -> None:
         cfg = self.config
         for producer in self._producers.values():
             producer.flush()
+        with self._answered:
+            if not self._answered.wait_for(lambda: self._unanswered == 0, CALLBACKS_AFTER_FLUSH_S):
+                raise Unreachable(f"Pulsar at {cfg.service_url}: {self._unanswered} sends were not answered "
+                                  f"{CALLBACKS_AFTER_FLUSH_S:.0f} s after the producers' flush; the run recorded "
+                                  "nothing")
         if self._failed:
             slot, row, result = self._failed[0]
             if result == self._pulsar.Result.Timeout:
