@@ -77,11 +77,11 @@ class ColumnarTransformKeys(TransformKeys):
     def _columnar_transforms_only(self):
         if not self.transforms:
             return self
-        if not self.transforms.runs_columnar:
-            stage = next(stage for stage in self.transforms.stages if not stage.runs_columnar)
-            raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only Filter, "
-                             "InsertHeader, DropHeaders and RegexRouter, with any predicate (it has no converters "
-                             "to give a transform a key or value to read)")
+        for stage in self.transforms.stages:
+            if not stage.runs_columnar:
+                raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only Filter, "
+                                 "InsertHeader, DropHeaders and RegexRouter, with any predicate (it has no "
+                                 "converters to give a transform a key or value to read)")
         routed = self.routed_target_key()
         if routed and self.transforms.renames_topics:
             raise ValueError(f"a topic-renaming transform (RegexRouter) with ${{topic}} in {routed} is not supported "

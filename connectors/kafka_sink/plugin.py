@@ -51,7 +51,7 @@ def run_replica_batch(spark: SparkSession, bridge_name: str, config: KafkaSinkCo
         open_writer, recorded = with_transactions(replica, bridge_name, kafka, target, recorded)
     before = target_ends(config, kafka, target) if config.checkpoints else {}
     result = run_kafka_sink_batch(spark, config, kafka, recorded, batch, consumer_group,
-                                  sink_deliver(bridge_name, config, kafka, open_writer, transforms_before_writer=True))
+                                  sink_deliver(bridge_name, config, kafka, open_writer, SINK.transforms_before_writer))
     if not config.checkpoints or not result.plan.ranges:
         return ReplicaBatchResult(result, 0)
     # As MirrorMaker 2's checkpoint connector runs apart from its source connector, checkpoints that cannot
