@@ -13,7 +13,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.storage.dagster_run import DagsterRun
 
-from resources.lease import BridgeBusy, BridgeLease, LeaseLost, LeaseTiming, fence_if_stale, pool_name
+from resources.lease import BridgeBusy, BridgeLease, LeaseLost, LeaseTiming, _Heartbeats, fence_if_stale, pool_name
 
 TIMING = LeaseTiming(heartbeat_s=0.2, stale_after_s=1.0)
 
@@ -22,6 +22,18 @@ TIMING = LeaseTiming(heartbeat_s=0.2, stale_after_s=1.0)
 def instance():
     with DagsterInstance.local_temp() as temp:
         yield temp
+        _stop_heartbeats(temp)
+
+
+def _stop_heartbeats(instance: DagsterInstance) -> None:
+    """Stop every lease a test left held and wait for its heartbeat thread: a beat writing into the instance while
+    its temporary directory is removed fails the teardown ("Directory not empty")."""
+    beating = [beats for (instance_id, _), beats in list(_Heartbeats._each.items()) if instance_id == id(instance)]
+    for beats in beating:
+        for lease in list(beats._leases):
+            lease.release()
+        beats._thread.join(timeout=10)
+        assert not beats._thread.is_alive(), "a lease heartbeat thread did not end"
 
 
 def started_run(instance: DagsterInstance) -> str:
