@@ -1,6 +1,7 @@
 """The Lite source under `exactly.once.support=required`: each Lite partition is a task slot with its own
 transactional producer (`<positions topic>.<partition>`); its records and its next cursor (in the positions topic)
-commit in one transaction, per range (`transaction.boundary=poll`) or every `transaction.boundary.interval.ms`.
+commit in one transaction, per range (`transaction.boundary=poll`) or every `transaction.boundary.interval.ms`; in
+an always-on stream, per round the streams brought or every interval (StreamTransactions).
 
 Once the task holds the slot (transactions.holding_slot: a killed run's orphan of that partition is fenced), the
 range is read from the slot's last committed cursor when that is past the driver's plan, so a range a killed run
@@ -100,3 +101,53 @@ def _commit(writer: KafkaWriter, positions, lite_partition: int, key: str, next_
         raise BatchError(f"{what}: {writer.refusals()}; the transaction was aborted")
     positions.record(writer.producer, lite_partition, key, {"next_cursor": next_cursor})
     commit(writer.producer, what)
+
+
+class StreamTransactions:
+    """An always-on task's Lite partitions under exactly once: each partition's slot is held for the stream's life
+    (its producer fences a killed run's or an earlier attempt's), its records go through its own writer, and each
+    partition's records and next cursor commit in one transaction at every boundary: after each round the streams
+    brought (`transaction.boundary=poll`) or every `transaction.boundary.interval.ms`. Counts and cursors move only
+    at a commit, so a report never counts what a kill could still take back."""
+
+    def __init__(self, task: LiteSourceTask, held: contextlib.ExitStack, cursors: dict[int, int]):
+        cfg, self._positions = task.config, task.positions
+        self._keys = {p: position_key(cfg, p) for p in cursors}
+        config = source_producer_config(task.kafka_client_config, task.outage_timeout_s)
+        self.writers: dict[int, KafkaWriter] = {}
+        self.cursors = dict(cursors)
+        for p in sorted(cursors):
+            producer = held.enter_context(holding_slot(config, self._positions, p, self._keys[p],
+                                                       TRANSACTION_TIMEOUT_MS))
+            # Holding the slot, its last committed cursor is final: a run killed after its commit got this far.
+            committed = self._positions.latest(p, self._keys[p])
+            if committed is not None and committed["next_cursor"] > self.cursors[p]:
+                self.cursors[p] = committed["next_cursor"]
+            self.writers[p] = KafkaWriter(task, producer, in_transaction=True)
+        self._interval_s = (cfg.transaction_boundary_interval_ms / 1000 if cfg.transaction_boundary == "interval"
+                            else 0.0)
+        self._written: dict[int, int] = {}  # partition -> next cursor of what its open transaction holds
+        self.uncommitted = {"messages": 0, "bytes": 0}
+        self._opened = time.monotonic()
+
+    def wrote(self, partition: int, next_cursor: int, messages: int, written_bytes: int) -> None:
+        self._written[partition] = next_cursor
+        self.uncommitted["messages"] += messages
+        self.uncommitted["bytes"] += written_bytes
+
+    def due(self) -> bool:
+        return bool(self._written) and time.monotonic() - self._opened >= self._interval_s
+
+    def commit(self, last: bool = False) -> dict[int, int]:
+        """Commits each written partition's transaction (every partition's when `last`: none is left open, so the
+        slots' producers are kept clean for a next task) and opens the next unless `last`; returns the committed
+        cursors of the partitions that moved."""
+        moved = dict(self._written)
+        for p in sorted(self.writers if last else moved):
+            _commit(self.writers[p], self._positions, p, self._keys[p], moved.get(p, self.cursors[p]),
+                    f"Lite partition {p}")
+            if not last:
+                self.writers[p].producer.begin_transaction()
+        self.cursors.update(moved)
+        self._written, self._opened = {}, time.monotonic()
+        return moved

@@ -77,5 +77,5 @@ CONNECTOR = ConnectorPlugin(
     keys=ReportKeys("messages", read="messages_read", delivered="messages_written", lag="backlog_remaining",
                     rejected=("messages_dropped",),
                     counted=(("records_dropped", "messages_dropped"), ("bytes_written", "bytes_written"))),
-    exactly_once_modes=("batch",),
+    exactly_once_modes=("batch", "continuous"),
 )

@@ -2,6 +2,8 @@
 hold a Subscribe stream per Lite partition of their share (stream_task.py), and the cursors and counts they
 reported, read back as the bridge's position and counts. The job, its lease and its restarts are a LeasedJob's;
 a partition added to the Lite topic restarts the job with it. To rewind such a bridge, seek its subscription too.
+Under exactly.once.support=required the tasks commit records and cursors in Kafka transactions, with the positions
+topic and slots a micro-batch uses (exactly_once.StreamTransactions).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.stream_lease import source_lease_place
 from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
+from connectors.kafka.transactions import PositionsTopic
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection
 from connectors.pubsublite_source.batch import (
@@ -66,8 +69,15 @@ class LiteSourceStream(LeasedJob):
         self._slots = max(1, min(bridge.continuous.stream_tasks, len(starts)))
         ordered = sorted(starts.items())
         assignments = [ordered[i::self._slots] for i in range(self._slots)]
-        task = LiteSourceTask(config, self._connection, self._kafka.connection.librdkafka_config(),
-                              self._kafka_partition_count, bridge.batch.outage_timeout_seconds)
+        client_config = self._kafka.connection.librdkafka_config()
+        positions = None
+        if config.exactly_once:  # as in a micro-batch: the same topic and slots, so a bridge can switch modes
+            positions = PositionsTopic(config.positions_topic_name(bridge.name), client_config)
+            with kafka_outages_named(self._kafka.connection.bootstrap_servers,
+                                     f"preparing the positions topic of {bridge.name}"):
+                positions.ensure(self._kafka, self._partition_count)
+        task = LiteSourceTask(config, self._connection, client_config, self._kafka_partition_count,
+                              bridge.batch.outage_timeout_seconds, positions)
         settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                       report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
                                       deadline=self.deadline, host_lease=self.host_lease)

@@ -99,11 +99,15 @@ def publish_lite(topic: TopicPath, messages: list[dict]) -> list:
         return [f.result(timeout=60) for f in futures]
 
 
-def lite_bridges_file(directory: Path, name: str, connector: str, config: dict, batch: dict | None = None) -> str:
-    entry = {"name": name, "connector": connector, "mode": "batch",
+def lite_bridges_file(directory: Path, name: str, connector: str, config: dict, batch: dict | None = None,
+                      continuous: dict | None = None) -> str:
+    """A bridges file of one Lite bridge, in micro-batch mode unless `continuous` settings are given."""
+    entry = {"name": name, "connector": connector, "mode": "continuous" if continuous else "batch",
              "config": {"pubsublite.project": PROJECT, "pubsublite.location": LOCATION, **config}}
     if batch:
         entry["batch"] = batch
+    if continuous:
+        entry["continuous"] = continuous
     path = directory / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [entry]}))
     return str(path)

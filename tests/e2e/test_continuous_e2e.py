@@ -3,7 +3,7 @@
 
 1. a run keeps moving what arrives and records its position while it goes on;
 2. the run is killed -9 while records keep arriving; a new run moves everything: nothing is lost, and
-   the copies are at most what was moved after the last recorded position;
+   the copies are at most what was moved after the last recorded position (none under exactly once);
 3. the new run is terminated (SIGINT, what Dagster's termination and Ctrl-C send): it exits within
    seconds with its position recorded up to what had arrived.
 """
@@ -30,6 +30,7 @@ from google.cloud import pubsub_v1
 from connectors.s3_block_gzip_sink.reader import read_from_offset
 from tests.e2e.helpers import (
     PROJECT, cli_run, create_kinesis_stream, create_pubsub_topic, kafka_admin, kinesis_records_by_shard, produce,
+    read_committed,
 )
 from tests.e2e.lite_helpers import LOCATION, create_lite_topic, publish_lite, read_whole_lite_topic
 from tests.e2e.test_pubsublite_source_e2e import read_kafka
@@ -49,6 +50,14 @@ class Case:
     def __init__(self, unique: str, tmp_path: Path):
         self.unique, self.tmp_path = unique, tmp_path
         self.name = f"cont_{type(self).__name__.lower()}_{unique}"
+
+    @property
+    def run_name(self) -> str:
+        """What the run is named after: the bridge (a run of its own) or its host."""
+        return self.name
+
+    def check_beside(self) -> None:
+        """What else the run moved is checked here (the other bridges of a host)."""
 
     def config(self) -> dict:
         raise NotImplementedError
@@ -262,6 +271,62 @@ class LiteSource(Case):
         return self.published
 
 
+class LiteSourceExactlyOnce(LiteSource):
+    """exactly.once.support=required: a read_committed consumer sees every record once, through the kill."""
+
+    exactly_once = True
+
+    def config(self):
+        return {**super().config(), "exactly.once.support": "required"}
+
+    def arrived(self):
+        return [r.value().decode() for r in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], self.topic, 2,
+                                                           quiet_s=1.0)]
+
+    def transactions_position(self) -> int:
+        """The next cursors committed in the bridge's positions topic, summed over the Lite partitions."""
+        from connectors.kafka.transactions import PositionsTopic
+        from connectors.pubsublite_source.config import PubSubLiteSourceConfig
+        from connectors.pubsublite_source.exactly_once import position_key
+
+        config = PubSubLiteSourceConfig.model_validate(self.config())
+        topic = PositionsTopic(config.positions_topic_name(self.name),
+                               {"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
+        return sum(p["next_cursor"] for p in topic.latest_of({p: position_key(config, p) for p in range(2)}).values())
+
+
+class HostedLiteSourceExactlyOnce(LiteSourceExactlyOnce):
+    """The same in a host's run, beside an at-least-once Lite source that keeps moving through the kill."""
+
+    def __init__(self, unique, tmp_path):
+        super().__init__(unique, tmp_path)
+        self.host = f"eos_{unique}"
+        self.neighbour = LiteSource(f"{unique}n", tmp_path)
+        self.neighbour_sent: list[str] = []
+
+    @property
+    def run_name(self) -> str:
+        return f"host_{self.host}"
+
+    def bridges_file(self) -> str:
+        hosted = {**CONTINUOUS, "host": self.host}
+        path = self.tmp_path / "bridges.yaml"
+        path.write_text(yaml.safe_dump({"bridges": [{
+            "name": case.name, "connector": case.connector, "config": case.config(),
+            "batch": {"initial_offsets": "earliest", "parallelism": 1}, "continuous": hosted}
+            for case in (self, self.neighbour)]}))
+        return str(path)
+
+    def send(self, values):
+        super().send(values)
+        self.neighbour.send([f"n-{v}" for v in values])
+        self.neighbour_sent += [f"n-{v}" for v in values]
+
+    def check_beside(self) -> None:
+        wait_until(lambda: set(self.neighbour_sent) <= set(self.neighbour.arrived()),
+                   "the neighbour's records arrived")
+
+
 def recorded_position(home: str, case: Case) -> int | None:
     """The position in the bridge's latest materialization, summed over partitions."""
     with DagsterInstance.from_config(home) as instance:
@@ -312,10 +377,10 @@ def start(command, env, log: Path) -> subprocess.Popen:
 
 
 @pytest.mark.parametrize("case_type", [CloudSink, LiteSink, KinesisSink, PulsarSink, KafkaReplica, Archive, CloudSource,
-                                       LiteSource])
+                                       LiteSource, LiteSourceExactlyOnce, HostedLiteSourceExactlyOnce])
 def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spark_remote, tmp_path, unique, case_type):
     case = case_type(unique, tmp_path)
-    command, env = cli_run(tmp_path, case.bridges_file(), case.name, {"BRIDGE_SPARK_REMOTE": spark_remote},
+    command, env = cli_run(tmp_path, case.bridges_file(), case.run_name, {"BRIDGE_SPARK_REMOTE": spark_remote},
                            always_on=True)
     home = env["DAGSTER_HOME"]
     first_wave = [f"a{i}" for i in range(100)]
@@ -355,6 +420,7 @@ def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spar
         case.send(third_wave)
         everything += third_wave
         wait_until(lambda: set(everything) <= set(case.arrived()), "the third wave arrived")
+        case.check_beside()
         time.sleep(0.5)
         stopping = time.monotonic()
         os.killpg(second.pid, signal.SIGINT)
@@ -367,6 +433,9 @@ def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spar
     arrived = case.arrived()
     assert set(arrived) == set(everything)  # nothing lost, nothing invented
     copies = sum(n - 1 for n in collections.Counter(arrived).values())
+    if getattr(case, "exactly_once", False):
+        assert copies == 0, f"{copies} copies under exactly once"
+        assert case.transactions_position() == case.head()  # the records' cursors committed with them
     if case.position_key:
         assert recorded_position(home, case) == case.head()
         recorded_at_kill, head_at_kill = at_kill
@@ -379,7 +448,8 @@ def test_continuous_run_moves_survives_kill_and_stops_on_termination(stack, spar
         lines = [e.user_message for e in instance.all_logs(second_run.run_id) if not e.is_dagster_event]
     assert latest.run_id == second_run.run_id  # the terminated run recorded where it stopped
     # One line per commit interval (and one at the end), not per micro-batch.
-    commit_lines = [line for line in lines if " moved in " in line or "nothing moved" in line]
+    ours = [line for line in lines if case.run_name == case.name or case.name in line]  # a host's: this bridge's
+    commit_lines = [line for line in ours if " moved in " in line or "nothing moved" in line]
     assert 1 <= len(commit_lines) < 60, lines
     # Every connector's continuous run is a stream: its commits count progress reads, not micro-batches.
     assert any("progress reads" in line for line in commit_lines), commit_lines

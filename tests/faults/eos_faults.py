@@ -1,6 +1,7 @@
 """The faults every exactly-once fault test inflicts on a bridge that writes Kafka, in one sequence: the run killed
 -9 at three random moments while it writes, the engine's Python workers killed once, the broker that holds the
-transactions restarted once, two runs started together, then runs until done."""
+transactions restarted once, two runs started together, then runs until done. An always-on bridge's runs do not
+end on their own: the same sequence inside runs that go on (inflict_faults_always_on)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,16 @@ class Run:
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
 
+    def stop(self, timeout_s: float = 60) -> None:
+        """SIGINT (Ctrl-C, Dagster's termination), then SIGKILL if it has not ended within `timeout_s`."""
+        if self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGINT)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
 
 def inflict_faults(stack, command: list[str], env: dict[str, str], logs: Path, rng: random.Random,
                    written: Callable[[], int], broker: str, kill_within_s: float,
@@ -101,6 +112,61 @@ def inflict_faults(stack, command: list[str], env: dict[str, str], logs: Path, r
         if done():
             return
         subprocess.run(command, env=env, capture_output=True, timeout=300)
+
+
+def inflict_faults_always_on(stack, command: list[str], env: dict[str, str], logs: Path, rng: random.Random,
+                             written: Callable[[], int], broker: str, kill_within_s: float,
+                             done: Callable[[], bool]) -> None:
+    """inflict_faults for an always-on bridge: the run killed -9 three times while it writes; in the next run the
+    engine's Python workers killed, then the broker restarted, the run writing again after each (its stream is
+    started again inside it); that run stopped, two started together, and those stopped (SIGINT, what Dagster's
+    termination sends) once everything arrived."""
+    for attempt in range(3):
+        run = Run(command, env, logs / f"killed-{attempt}.log")
+        run.wait_until_writing(written)
+        time.sleep(rng.uniform(0, kill_within_s))
+        run.kill()
+        # The killed run's stream task goes on in the engine until it sees its lease lapse: once it has stopped,
+        # what the next run is seen writing is its own.
+        _until_quiet(written)
+
+    run = Run(command, env, logs / "worker-killed-then-broker-restarted.log")
+    try:
+        run.wait_until_writing(written)
+        workers = python_workers(stack)
+        assert workers, "no Python worker of the warm engine found"
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        run.wait_until_writing(written, timeout_s=180)
+        stack.down(only=(broker,), log=lambda line: None)
+        try:
+            time.sleep(2)
+        finally:
+            stack.up(only=(broker,), log=lambda line: None)
+        run.wait_until_writing(written, timeout_s=180)
+    finally:
+        run.stop()
+
+    together = [Run(command, env, logs / f"together-{i}.log") for i in range(2)]
+    try:
+        deadline = time.monotonic() + 300
+        while not done():
+            assert time.monotonic() < deadline, "not everything arrived within 300 s of the two runs' start: " \
+                                                 f"{together[0].why()}\n{together[1].why()}"
+            time.sleep(1)
+    finally:
+        for run in together:
+            run.stop()
+
+
+def _until_quiet(written: Callable[[], int], quiet_s: float = 2.0, timeout_s: float = 60) -> None:
+    last, since, deadline = written(), time.monotonic(), time.monotonic() + timeout_s
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, f"records still written {timeout_s} s after the run was killed"
+        time.sleep(0.2)
+        now = written()
+        if now != last:
+            last, since = now, time.monotonic()
 
 
 def written_to(topic: str) -> int:

@@ -2,7 +2,8 @@
 messages, the run killed -9 at three random moments while it writes, the engine's Python workers killed once, the
 Kafka broker restarted once, two runs started together, then runs until done (eos_faults.py). A read_committed
 consumer counts every record; with exactly.once.support=required each arrives once and in order per key, and with
-the default (requested) the same faults show the copies at-least-once allows."""
+the default (requested) the same faults show the copies at-least-once allows. Under `required` the same again with
+the bridge always on: the faults land inside runs that go on (eos_faults.inflict_faults_always_on)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ import pytest
 
 from tests.e2e.helpers import cli_run, kafka_admin
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_whole_lite_topic
-from tests.faults.eos_faults import committed_values, inflict_faults, written_to
+from tests.faults.eos_faults import committed_values, inflict_faults, inflict_faults_always_on, written_to
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 MESSAGES, KEYS, PARTITIONS = 20_000, 60, 3
 
 
-@pytest.mark.parametrize("support", ["required", "requested"])
+@pytest.mark.parametrize("support, mode", [("required", "batch"), ("requested", "batch"), ("required", "continuous")])
 def test_the_lite_source_through_kills_a_worker_kill_a_broker_restart_and_two_runs_at_once(
-        stack, spark_remote, tmp_path, unique, fault_report, support):
+        stack, spark_remote, tmp_path, unique, fault_report, support, mode):
     name, kafka_topic = f"eos_fault_{unique}", f"eos-fault-{unique}"
     kafka_admin().create_topic(kafka_topic, partitions=PARTITIONS)
     topic, subscription = create_lite_topic(f"eos-fault-{unique}", partitions=3)
@@ -36,16 +37,19 @@ def test_the_lite_source_through_kills_a_worker_kill_a_broker_restart_and_two_ru
     # Small read grants: a batch of 4,000 takes a few seconds to write, so the faults land inside it.
     config = {"pubsublite.subscription": subscription.name, "kafka.topic": kafka_topic,
               "pubsublite.partition_flow_control.messages": "10", "exactly.once.support": support}
+    always_on = {"host": None, "max_run_minutes": 10} if mode == "continuous" else None
     bridges = lite_bridges_file(tmp_path, name, "PubSubLiteSourceConnector", config,
-                                {"max_records": 4000, "outage_timeout_seconds": 60})
-    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+                                {"max_records": 4000, "outage_timeout_seconds": 60}, always_on)
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote}, always_on=bool(always_on))
     started = time.monotonic()
 
-    inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
-                   kill_within_s=1.0, done=lambda: len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES)
+    faults = inflict_faults_always_on if always_on else inflict_faults
+    faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
+           kill_within_s=1.0, done=lambda: len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES)
     values = committed_values(kafka_topic, PARTITIONS)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
-                             "the broker restarted, two runs at once (warm engine)", "PubSubLiteSource",
+                             "the broker restarted, two runs at once (warm engine"
+                             f"{', always on' if always_on else ''})", "PubSubLiteSource",
                              set(produced), values, time.monotonic() - started)
     assert row.lost == 0
     if support == "required":

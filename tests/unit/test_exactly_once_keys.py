@@ -13,8 +13,12 @@ LITE_SOURCE = {"pubsublite.project": "p", "pubsublite.location": "us-central1-a"
                "kafka.topic": "t"}
 
 
-def bridges_file(tmp_path, config: dict, mode: str | None = "batch") -> str:
-    entry = {"name": "lite_in", "connector": "PubSubLiteSourceConnector", "config": {**LITE_SOURCE, **config}}
+CLOUD_SOURCE = {"cps.project": "p", "cps.subscription": "s", "kafka.topic": "t"}
+
+
+def bridges_file(tmp_path, config: dict, mode: str | None = "batch", connector: str = "PubSubLiteSourceConnector") -> str:
+    base = LITE_SOURCE if connector == "PubSubLiteSourceConnector" else CLOUD_SOURCE
+    entry = {"name": "lite_in", "connector": connector, "config": {**base, **config}}
     if mode is not None:
         entry["mode"] = mode
     path = tmp_path / "bridges.yaml"
@@ -39,16 +43,22 @@ def test_bad_values_are_named(tmp_path):
 
 
 def test_exactly_once_is_refused_where_it_is_not_built(tmp_path):
+    cloud = "CloudPubSubSourceConnector"
     with pytest.raises(BridgeConfigError, match="has it in batch so far, not in mode continuous"):
-        load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, mode="continuous"))
-    assert load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}))[0].config.exactly_once
+        load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, "continuous", cloud))
+    assert load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, "batch", cloud))[0].config.exactly_once
+    [lite] = load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, mode="continuous"))
+    assert lite.mode == "continuous" and lite.config.exactly_once
 
 
 def test_a_bridge_without_a_mode_is_always_on_unless_it_asks_for_exactly_once_only_batch_has(tmp_path):
     [plain] = load_bridges(bridges_file(tmp_path, {}, mode=None))
     assert plain.mode == "continuous"
-    [required] = load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, mode=None))
-    assert required.mode == "batch" and required.config.exactly_once
+    [lite] = load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, mode=None))
+    assert lite.mode == "continuous" and lite.config.exactly_once and lite.continuous.host == "default"
+    [cloud] = load_bridges(bridges_file(tmp_path, {"exactly.once.support": "required"}, None,
+                                        "CloudPubSubSourceConnector"))
+    assert cloud.mode == "batch" and cloud.config.exactly_once
     [requested] = load_bridges(bridges_file(tmp_path, {"exactly.once.support": "requested"}, mode=None))
     assert requested.mode == "continuous"
 
