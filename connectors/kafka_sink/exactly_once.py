@@ -60,67 +60,89 @@ def with_transactions(target: ReplicaTarget, bridge_name: str, source: KafkaAdmi
 
 
 class TransactionalReplicaWriter(SinkWriter):
-    """ReplicaWriter's counterpart under exactly once; a task's records are one source partition's. The slot is
-    taken with the first records put."""
+    """ReplicaWriter's counterpart under exactly once. Each source partition it is put records of (a batch's task has
+    one; an always-on round has each partition that brought records) gets its slot, taken with its first records:
+    its own producer and transaction, committed at `flush` (and every transaction.boundary.interval.ms within)."""
 
     def __init__(self, target: ReplicaTarget, tally: SinkTally):
         super().__init__(tally)
         self.target = target
         self._holding = contextlib.ExitStack()
-        self._producer = None
-        self._sends = Sends(target, in_transaction=True)
-        self._next_offset: int | None = None  # after the last record sent in the open transaction
-
-    def _take_slot(self, topic: str, partition: int) -> None:
-        positions = self.target.positions
-        self._key, self._what = position_key(topic, partition), f"{topic}-{partition}"
-        self._slot = slot_of(self._key, self.target.positions_partitions)
-        self._producer = self._holding.enter_context(holding_slot(
-            self.target.producer_config(), positions, self._slot, self._key, TRANSACTION_TIMEOUT_MS, name=self._key))
-        # Only now, holding the slot, is its last committed offset final: no older producer can commit.
-        committed = positions.latest(self._slot, self._key)
-        self._after = committed["next_offset"] if committed else -1
-        config = self.target.config
-        self._interval_s = (config.transaction_boundary_interval_ms / 1000
-                            if config.transaction_boundary == "interval" else None)
-        self._opened = time.monotonic()
+        self._slots: dict[tuple[str, int], _Slot] = {}
 
     def put(self, records: pa.RecordBatch) -> None:
         if not records.num_rows:
             return
-        if self._producer is None:
-            self._take_slot(records.column("topic")[0].as_py(), records.column("partition")[0].as_py())
-        records = records.filter(pc.greater_equal(records.column("offset"), self._after))
-        if not records.num_rows:
-            return
-        self._sends.send(self._producer, TalliedBatch(records, self.tally))
-        self._next_offset = records.column("offset")[-1].as_py() + 1
-        if self._interval_s is not None and time.monotonic() - self._opened >= self._interval_s:
-            self._commit()
-            self._producer.begin_transaction()
-            self._opened = time.monotonic()
+        for (topic, partition), part in _by_partition(records):
+            slot = self._slots.get((topic, partition))
+            if slot is None:
+                slot = self._slots[(topic, partition)] = _Slot(self.target, self._holding, topic, partition)
+            slot.put(part, self.tally)
 
     def flush(self) -> None:
-        if self._producer is None:
-            return
-        if self._next_offset is None:  # everything was committed before: nothing to add
-            self._producer.abort_transaction()
-            return
-        self._commit()
+        for slot in self._slots.values():
+            slot.flush(self.tally)
 
-    def _commit(self) -> None:
+    def __exit__(self, *exc_info) -> bool | None:
+        return self._holding.__exit__(*exc_info)
+
+
+def _by_partition(records: pa.RecordBatch) -> list[tuple[tuple[str, int], pa.RecordBatch]]:
+    topics, partitions = records.column("topic"), records.column("partition")
+    first = (topics[0].as_py(), partitions[0].as_py())
+    if pc.all(pc.equal(partitions, first[1])).as_py() and pc.all(pc.equal(topics, first[0])).as_py():
+        return [(first, records)]  # a task's, or a round's batch: one partition
+    keys = sorted(set(zip(topics.to_pylist(), partitions.to_pylist())))
+    return [((t, p), records.filter(pc.and_(pc.equal(topics, t), pc.equal(partitions, p)))) for t, p in keys]
+
+
+class _Slot:
+    """One source partition's slot: its transactional producer (fencing any older one of the slot) with a
+    transaction open, and the offset after the last record sent in it."""
+
+    def __init__(self, target: ReplicaTarget, holding: contextlib.ExitStack, topic: str, partition: int):
+        positions, config = target.positions, target.config
+        self.target, self.positions = target, positions
+        self.key, self.what = position_key(topic, partition), f"{topic}-{partition}"
+        self.slot = slot_of(self.key, target.positions_partitions)
+        self.producer = holding.enter_context(holding_slot(
+            target.producer_config(), positions, self.slot, self.key, TRANSACTION_TIMEOUT_MS, name=self.key))
+        # Only now, holding the slot, is its last committed offset final: no older producer can commit.
+        committed = positions.latest(self.slot, self.key)
+        self.after = committed["next_offset"] if committed else -1
+        self.sends = Sends(target, in_transaction=True)
+        self.next_offset: int | None = None  # after the last record sent in the open transaction
+        self.interval_s = (config.transaction_boundary_interval_ms / 1000
+                           if config.transaction_boundary == "interval" else None)
+        self.opened = time.monotonic()
+
+    def put(self, records: pa.RecordBatch, tally: SinkTally) -> None:
+        records = records.filter(pc.greater_equal(records.column("offset"), self.after))
+        if not records.num_rows:
+            return
+        self.sends.send(self.producer, TalliedBatch(records, tally))
+        self.next_offset = records.column("offset")[-1].as_py() + 1
+        if self.interval_s is not None and time.monotonic() - self.opened >= self.interval_s:
+            self._commit(tally)
+            self.producer.begin_transaction()
+            self.opened = time.monotonic()
+
+    def flush(self, tally: SinkTally) -> None:
+        if self.next_offset is None:  # everything was committed before: nothing to add
+            self.producer.abort_transaction()
+            return
+        self._commit(tally)
+
+    def _commit(self, tally: SinkTally) -> None:
         """The part's records acknowledged, then the source offset after them written and the transaction
         committed; a record the target refused aborts it (nothing of it becomes visible) and fails the task naming
         the record."""
         try:
-            self._sends.settle(self._producer, self.tally)
+            self.sends.settle(self.producer, tally)
         except Exception:
             with contextlib.suppress(Exception):  # a fenced producer cannot abort: its records are never visible
-                self._producer.abort_transaction()
+                self.producer.abort_transaction()
             raise
-        self.target.positions.record(self._producer, self._slot, self._key, {"next_offset": self._next_offset})
-        commit(self._producer, f"source partition {self._what}")
-        self._next_offset = None
-
-    def __exit__(self, *exc_info) -> bool | None:
-        return self._holding.__exit__(*exc_info)
+        self.positions.record(self.producer, self.slot, self.key, {"next_offset": self.next_offset})
+        commit(self.producer, f"source partition {self.what}")
+        self.after, self.next_offset = self.next_offset, None

@@ -77,12 +77,19 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
 
 
 def _replica_writer(systems: Systems, bridge: Bridge, kafka: KafkaAdmin):
+    """The always-on stream's writer. Under exactly once each round's records commit in their source partitions'
+    transactions; a stream starting behind them (its group commits trail the transactions) reads again what a
+    killed run had committed, and the writer drops it."""
     from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka_sink.exactly_once import with_transactions
     from connectors.kafka_sink.write import ReplicaWriter, prepare_targets
 
     config = bridge.config
     target = KafkaAdmin(config.target_connection())
-    return functools.partial(ReplicaWriter, prepare_targets(config, kafka, target, bridge.batch.outage_timeout_seconds))
+    replica = prepare_targets(config, kafka, target, bridge.batch.outage_timeout_seconds)
+    if config.exactly_once:
+        return with_transactions(replica, bridge.name, kafka, target, {})[0]
+    return functools.partial(ReplicaWriter, replica)
 
 
 class _StreamCheckpoints:
@@ -170,6 +177,6 @@ CONNECTOR = ConnectorPlugin(
     reads=kafka_topics_read,
     writes=_writes,
     keys=SINK_KEYS,
-    exactly_once_modes=("batch",),
+    exactly_once_modes=("batch", "continuous"),
     open_stream=SINK.open_stream,
 )

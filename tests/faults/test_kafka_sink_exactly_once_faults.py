@@ -3,12 +3,14 @@ runs it: 20,000 records, the run killed -9 at three random moments while it writ
 killed once, the target cluster's broker restarted once (the transactions live there), two runs started together,
 then runs until done (eos_faults.py). A read_committed consumer of the target counts every record; with
 exactly.once.support=required each arrives once and in its source partition's order, and with the default
-(requested) the same faults show the copies at-least-once allows."""
+(requested) the same faults show the copies at-least-once allows. Under `required` the same again with the bridge
+always on, the records arriving while the faults land (eos_faults.inflict_faults_always_on)."""
 
 from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 
 import pytest
@@ -17,7 +19,7 @@ from confluent_kafka import Producer
 
 from tests.e2e.helpers import cli_run, kafka_admin, read_committed
 from tests.e2e.test_kafka_sink_e2e import _target
-from tests.faults.eos_faults import inflict_faults
+from tests.faults.eos_faults import inflict_faults, inflict_faults_always_on
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 RECORDS, PARTITIONS = 20_000, 3
@@ -56,39 +58,55 @@ def _runs(places: list[tuple[int, int]]) -> str:
     return ", ".join(f"{a}-{b} @{c}-{d}" if a != b else f"{a} @{c}" for a, b, c, d in runs)
 
 
-@pytest.mark.parametrize("support", ["required", "requested"])
-def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_two_runs_at_once(
-        stack, spark_remote, tmp_path, unique, fault_report, support):
-    name, topic = f"eos_repl_fault_{unique}", f"eos-repl-fault-{unique}"
-    kafka_admin().create_topic(topic, partitions=PARTITIONS)
-    # Values say their partition and their place in it: "p1:01234". Idempotent, so that the source partitions hold
-    # them in that order: a plain producer's retries reordered them once (a partition's last 490 records first, as
-    # its log showed; the bridge copied that order faithfully and this test took it for the bridge's).
+def _produce(topic: str, values: list[str], per_second: float | None = None) -> None:
+    """Each value to its partition ("p1:..." to 1). Idempotent, so that the source partitions hold them in that
+    order: a plain producer's retries reordered them once (a partition's last 490 records first, as its log showed;
+    the bridge copied that order faithfully and this test took it for the bridge's). `per_second`: at that rate."""
     producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3,
                          "linger.ms": 20, "enable.idempotence": True})
-    produced = []
-    for i in range(RECORDS):
-        value = f"p{i % PARTITIONS}:{i // PARTITIONS:05d}"
-        producer.produce(topic, value=value.encode(), partition=i % PARTITIONS)
-        produced.append(value)
+    started = time.monotonic()
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value.encode(), partition=int(value[1]))
         producer.poll(0)
+        if per_second and i % 50 == 49:
+            time.sleep(max(0.0, started + (i + 1) / per_second - time.monotonic()))
     assert producer.flush(60) == 0
+
+
+@pytest.mark.parametrize("support, mode", [("required", "batch"), ("requested", "batch"), ("required", "continuous")])
+def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_two_runs_at_once(
+        stack, spark_remote, tmp_path, unique, fault_report, support, mode):
+    name, topic = f"eos_repl_fault_{unique}", f"eos-repl-fault-{unique}"
+    kafka_admin().create_topic(topic, partitions=PARTITIONS)
+    # Values say their partition and their place in it: "p1:01234".
+    produced = [f"p{i % PARTITIONS}:{i // PARTITIONS:05d}" for i in range(RECORDS)]
+    sending = None
+    if mode == "batch":
+        _produce(topic, produced)
+    else:  # always on: records keep arriving while the faults land, at about 250 a second
+        sending = threading.Thread(target=_produce, args=(topic, produced, 250), daemon=True)
+        sending.start()
     bridges = tmp_path / "bridges.yaml"
     bridges.write_text(yaml.safe_dump({"bridges": [{
-        "name": name, "connector": "KafkaSinkConnector", "mode": "batch",
+        "name": name, "connector": "KafkaSinkConnector", "mode": mode,
         # Small batches in short parts: each run writes in several transactions, so the faults land between them.
         "batch": {"max_records": 3000, "outage_timeout_seconds": 60, "progress_interval_ms": 200},
+        "continuous": {"host": None, "max_run_minutes": 10, "commit_interval_ms": 1000},
         "config": {"topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
                    "exactly.once.support": support}}]}))
-    command, env = cli_run(tmp_path, str(bridges), name, {"BRIDGE_SPARK_REMOTE": spark_remote})
+    always_on = mode == "continuous"
+    command, env = cli_run(tmp_path, str(bridges), name, {"BRIDGE_SPARK_REMOTE": spark_remote}, always_on=always_on)
     started = time.monotonic()
 
-    inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written_on_target(topic),
-                   "kafka_target", kill_within_s=0.5,
-                   done=lambda: len({value for _, value, _ in _records(topic)}) >= RECORDS)
+    faults = inflict_faults_always_on if always_on else inflict_faults
+    faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written_on_target(topic),
+           "kafka_target", kill_within_s=0.5, done=lambda: len({value for _, value, _ in _records(topic)}) >= RECORDS)
+    if sending is not None:
+        sending.join(timeout=60)
     records = _records(topic)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
-                             "the target broker restarted, two runs at once (warm engine)", "KafkaSink",
+                             f"the target broker restarted, two runs at once (warm engine{', always on' * always_on})",
+                             "KafkaSink",
                              set(produced), [value for _, value, _ in records], time.monotonic() - started)
     assert row.lost == 0
     if support == "required":
