@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
 from connectors.cloud_pubsub_source.write import (
-    PULL_TIMEOUT_S, SourceTask, _Delivery, ack_id_chunks, message_in, pubsub_clients, pull_retry,
+    PULL_TIMEOUT_S, STREAM_PULL_HOLD_S, SourceTask, _Delivery, ack_id_chunks, message_in, pubsub_clients, pull_retry,
     received_messages, summary_rows,
 )
 from connectors.errors import BatchError
@@ -196,17 +196,38 @@ def pull_and_deliver_in_transactions(task: ExactlyOnceTask,
     with watching(source.lease, source.kafka_client_config,
                   f"pulling subscription {source.config.cps_subscription}") as keep_going, \
             pubsub_clients(source) as (subscriber, path, topic_codec):
-        subscription = subscriber.get_subscription(subscription=path)
-        ack_deadline_s = subscription.ack_deadline_seconds or 10
-        # Past its retention Pub/Sub gives a message no more: older ids need no keeping.
-        keep_ms = int(subscription.message_retention_duration.total_seconds() * 1000 or 7 * 86_400_000)
-        keep_ms += LEASE_S * 1000
+        terms = _subscription_terms(subscriber, path)
         for slot in slots:
-            yield _move_slot(task, subscriber, path, topic_codec, slot, ack_deadline_s, keep_ms, keep_going)
+            with _slot_mover(task, subscriber, path, topic_codec, slot, *terms) as (mover, converter):
+                mover.pull_until_done(converter, keep_going)
+            yield summary_rows(mover.delivery, mover.recognized)
 
 
-def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: int, ack_deadline_s: float,
-               keep_ms: int, keep_going: Callable[[], bool]) -> pa.RecordBatch:
+def stream_in_transactions(task: ExactlyOnceTask, slot: int, keep_going: Callable[[], bool],
+                           resume: Callable[[_Delivery], None], report: Callable[[_Delivery], None]) -> None:
+    """An always-on pull task under exactly once: its slot held for the stream's life (a new attempt of the task, or
+    a new run or host, fences it), pulling until `keep_going` says stop (_SlotMover.pull_while_on). `resume` gives the
+    delivery the counts of the stream's last report; `report` is called with it after each commit."""
+    with pubsub_clients(task.source) as (subscriber, path, topic_codec):
+        terms = _subscription_terms(subscriber, path)
+        with _slot_mover(task, subscriber, path, topic_codec, slot, *terms) as (mover, converter):
+            resume(mover.delivery)
+            mover.pull_while_on(converter, keep_going, lambda: report(mover.delivery))
+
+
+def _subscription_terms(subscriber, path: str) -> tuple[float, int]:
+    """The subscription's ack deadline (s), and how long an id is worth keeping (ms): past its retention Pub/Sub
+    gives a message no more."""
+    subscription = subscriber.get_subscription(subscription=path)
+    keep_ms = int(subscription.message_retention_duration.total_seconds() * 1000 or 7 * 86_400_000)
+    return subscription.ack_deadline_seconds or 10, keep_ms + LEASE_S * 1000
+
+
+@contextlib.contextmanager
+def _slot_mover(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: int, ack_deadline_s: float,
+                keep_ms: int) -> Iterator[tuple["_SlotMover", CloudPubSubSourceConverter]]:
+    """The slot held (its producer with a transaction open) and its last records read: a mover for its pulls. A
+    failure aborts the open transaction."""
     source, cfg, positions = task.source, task.source.config, task.positions
     key, what = position_key(cfg, slot), f"pull slot {slot} of {path}"
     keys = {position_key(cfg, s): s for s in range(task.slots_in_topic)}
@@ -219,16 +240,13 @@ def _move_slot(task: ExactlyOnceTask, subscriber, path: str, topic_codec, slot: 
                               released=dict(view.records.get(key, {}).get("released", {})))
             delivery = _Delivery(cfg, producer, in_transaction=True)
             converter = CloudPubSubSourceConverter(cfg, partitioner_start=slot, topic_codec=topic_codec)
-            mover = _SlotMover(task, subscriber, path, producer, view, state, delivery, leases, acks, slot, what,
-                               keep_ms)
-            mover.pull_until_done(converter, keep_going)
-            recognized = mover.recognized
+            yield _SlotMover(task, subscriber, path, producer, view, state, delivery, leases, acks, slot, what,
+                             keep_ms), converter
         except BaseException:
             _abort_quietly(producer)
             raise
         finally:
             acks.close()
-    return summary_rows(delivery, recognized)
 
 
 class _SlotMover:
@@ -266,17 +284,62 @@ class _SlotMover:
                 self._commit()
                 self.producer.begin_transaction()
                 opened = time.monotonic()
+        self._finish()
+
+    def pull_while_on(self, converter, keep_going: Callable[[], bool], report: Callable[[], None]) -> None:
+        """Always on: pulls until `keep_going` says stop. The open slice commits after each pull that brought messages
+        (transaction.boundary=poll) or every transaction.boundary.interval.ms; a pull that brings none while no
+        slice is open writes down the acks that came back (a small transaction, when they changed the slot's
+        record). `report` runs after each commit, so the run counts only committed messages."""
+        from google.api_core.exceptions import DeadlineExceeded
+
+        source, cfg = self.task.source, self.task.source.config
+        interval_s = cfg.transaction_boundary_interval_ms / 1000 if cfg.transaction_boundary == "interval" else 0.0
+        opened = time.monotonic()
+        while keep_going():
+            self.leases.keep()
+            asked = time.monotonic()
+            try:
+                received = received_messages(self.subscriber.pull(
+                    subscription=self.path, max_messages=cfg.cps_max_batch_size, timeout=STREAM_PULL_HOLD_S,
+                    retry=pull_retry(source.outage_timeout_s)))
+            except DeadlineExceeded:  # held the whole time with nothing to give
+                received = []
+            if received:
+                self._take(converter, received, asked)
+            if self._slice and (len(self._slice) >= MOST_IDS_PER_TRANSACTION
+                                or time.monotonic() - opened >= interval_s):
+                self._commit()
+                self.producer.begin_transaction()
+                opened = time.monotonic()
+                report()
+            elif not received and not self._slice and self._write_down_acks(last=False):
+                report()
+        self._finish()
+        report()
+
+    def _finish(self) -> None:
+        """Commits the open slice; then its acks, once back, leave the slot's record in a last small transaction."""
         if self._slice:
             self._commit()
             self.producer.begin_transaction()
-        # The last slice's acks: once back, its ids are dropped from the slot's record in a last small transaction.
+        self._write_down_acks(last=True)
+
+    def _write_down_acks(self, last: bool) -> bool:
+        """Waits for the acks sent; when they changed the slot's record, commits it alone in a transaction (and opens
+        the next unless `last`; a `last` with nothing to write aborts the empty one). Whether it committed."""
         self._settle_acks()
         record = self.state.pruned(self.view, self.key, self.keep_ms)
         if record == self._committed:
-            self.producer.abort_transaction()
-            return
+            if last:
+                self.producer.abort_transaction()
+            return False
         self.task.positions.record(self.producer, self.slot, self.key, record)
         commit(self.producer, self.what)
+        self._committed = json.loads(json.dumps(record))
+        if not last:
+            self.producer.begin_transaction()
+        return True
 
     def _take(self, converter, received: list, asked: float) -> None:
         """Hands the pull's new messages to the transaction; acks at once those a committed transaction holds."""

@@ -58,7 +58,7 @@ CONNECTOR = ConnectorPlugin(
     signal=None,
     reads=_reads,
     writes=kafka_topic_written,
-    exactly_once_modes=("batch",),
+    exactly_once_modes=("batch", "continuous"),
     seek=CLOUD_SUBSCRIPTION_SEEK,
     keys=ReportKeys("messages", read="messages_pulled", delivered="records_written", lag=None,
                     rejected=("messages_dropped",),

@@ -1,6 +1,8 @@
 """Driver side of an always-on Cloud Pub/Sub source (continuous mode): one long-running Spark job of pull tasks
 (stream_task.py), and what they reported, read back as the bridge's counts. Pub/Sub keeps the position (what is
-acked), so a restarted job simply pulls again; the job, its lease and its restarts are a LeasedJob's.
+acked), so a restarted job simply pulls again; the job, its lease and its restarts are a LeasedJob's. Under
+exactly.once.support=required the tasks commit records and message ids in Kafka transactions, with the positions
+topic and slots a micro-batch uses (exactly_once.stream_in_transactions).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from confluent_kafka import TopicPartition
 
 from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.batch import SourceBatchResult, check_target_topic
+from connectors.cloud_pubsub_source.exactly_once import ExactlyOnceTask
 from connectors.cloud_pubsub_source.report import source_report
 from connectors.cloud_pubsub_source.stream_task import stream_pull_and_deliver
 from connectors.cloud_pubsub_source.write import SourceTask
@@ -22,6 +25,7 @@ from connectors.kafka.leased_job import LeasedJob
 from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.stream_lease import source_lease_place
 from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
+from connectors.kafka.transactions import PositionsTopic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,8 +54,13 @@ class CloudPubSubSourceStream(LeasedJob):
     def _start(self) -> None:
         bridge, config = self._bridge, self._bridge.config
         self._seen: dict[int, dict] = {}  # each slot's last report read, of this job
-        task = SourceTask(config, self._connection, self._kafka.connection.librdkafka_config(), math.inf,
-                          bridge.batch.outage_timeout_seconds)
+        client_config = self._kafka.connection.librdkafka_config()
+        task = SourceTask(config, self._connection, client_config, math.inf, bridge.batch.outage_timeout_seconds)
+        if config.exactly_once:  # as in a micro-batch: the same topic and slots, so a bridge can switch modes
+            positions = PositionsTopic(config.positions_topic_name(bridge.name), client_config)
+            with kafka_outages_named(self._kafka.connection.bootstrap_servers,
+                                     f"preparing the positions topic of {bridge.name}"):
+                task = ExactlyOnceTask(task, positions, positions.ensure(self._kafka, self._slots))
         settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
                                         report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
                                         deadline=self.deadline, host_lease=self.host_lease)

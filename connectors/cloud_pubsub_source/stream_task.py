@@ -2,7 +2,7 @@
 cps.maxBatchSize, or one streaming pull), writes each round to Kafka and acks what Kafka acknowledged, exactly as
 a micro-batch's task does (write.py), until the run's lease tells it to stop (stream_lease.py). Its counts go to
 the run through Kafka (stream_report.py), at most every `report_every_s` while messages keep coming and at once
-when the subscription goes quiet.
+when the subscription goes quiet; under exactly once, after each commit (exactly_once.stream_in_transactions).
 """
 
 from __future__ import annotations
@@ -14,56 +14,75 @@ from typing import Callable, Iterator
 from confluent_kafka import TopicPartition
 
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
+from connectors.cloud_pubsub_source.exactly_once import ExactlyOnceTask, stream_in_transactions
 from connectors.cloud_pubsub_source.write import (
-    PulledDelivery, SourceClients, SourceTask, deliver_streamed, drain, pull_retry, received_messages, source_clients,
-    streaming_pull,
+    STREAM_PULL_HOLD_S, PulledDelivery, SourceClients, SourceTask, deliver_streamed, drain, pull_retry,
+    received_messages, source_clients, streaming_pull,
 )
 from connectors.kafka.stream_lease import LeaseWatcher
 from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
 
 # With nothing arriving, the task looks at its lease again after this long (streaming pull).
 _IDLE_WAIT_S = 0.1
-# An empty unary pull is held by Pub/Sub until a message comes or this passes (the emulator answers after 0.5 s):
-# under the lease's lapse, so that a task whose run is gone stops in time.
-_PULL_HOLD_S = 0.8
 
 
 def stream_pull_and_deliver(settings: ReportingTaskSettings, slot: int) -> None:
-    """One slot of the stream (stream_slots.py): pulls, writes to Kafka, acks and reports until its lease ends it."""
-    task, config = settings.task, settings.task.config
-    client_config = task.kafka_client_config
+    """One slot of the stream (stream_slots.py): pulls, writes to Kafka, acks and reports until its lease ends it.
+    Under exactly once (`settings.task` an ExactlyOnceTask) its records commit in transactions first."""
+    task = settings.task
+    client_config = (task.source if isinstance(task, ExactlyOnceTask) else task).kafka_client_config
     lease = LeaseWatcher(client_config, settings.consumer_group, TopicPartition(*settings.where), settings.stream_id,
                          settings.host_lease)
     poster = ReportPoster(client_config, settings.consumer_group, slot, settings.where, settings.stream_id)
+
+    def keep_going() -> bool:
+        return lease.holds() and time.time() < settings.deadline
+
     try:
-        with source_clients(task) as clients:
-            _resume(clients, poster.last())
-            converter = CloudPubSubSourceConverter(config, partitioner_start=slot, topic_codec=clients.topic_codec)
-            rounds = _streamed_rounds if config.streaming_pull_enabled else _pulled_rounds
-            reported, posted_at = _counts(clients), time.monotonic()
-            for moved in rounds(task, clients, converter, lambda: lease.holds() and time.time() < settings.deadline):
-                counts = _counts(clients)
-                if counts != reported and (not moved or time.monotonic() - posted_at >= settings.report_every_s):
-                    if poster.post(counts):
-                        reported, posted_at = counts, time.monotonic()
-        counts = _counts(clients)  # after the last flush
-        if counts != reported:
-            poster.post(counts)
+        if isinstance(task, ExactlyOnceTask):
+            reported: dict = {}
+
+            def report(delivery) -> None:
+                nonlocal reported
+                counts = _counts(delivery)
+                if counts != reported and poster.post(counts):
+                    reported = counts
+
+            last = poster.last()
+            stream_in_transactions(task, slot, keep_going, lambda delivery: _resume(delivery, last), report)
+        else:
+            _stream_at_least_once(task, slot, keep_going, poster, settings.report_every_s)
     finally:
         lease.close()
         poster.close()
 
 
-def _counts(clients: SourceClients) -> dict:
-    delivery = clients.delivery
+def _stream_at_least_once(task: SourceTask, slot: int, keep_going: Callable[[], bool], poster: ReportPoster,
+                          report_every_s: float) -> None:
+    config = task.config
+    with source_clients(task) as clients:
+        _resume(clients.delivery, poster.last())
+        converter = CloudPubSubSourceConverter(config, partitioner_start=slot, topic_codec=clients.topic_codec)
+        rounds = _streamed_rounds if config.streaming_pull_enabled else _pulled_rounds
+        reported, posted_at = _counts(clients.delivery), time.monotonic()
+        for moved in rounds(task, clients, converter, keep_going):
+            counts = _counts(clients.delivery)
+            if counts != reported and (not moved or time.monotonic() - posted_at >= report_every_s):
+                if poster.post(counts):
+                    reported, posted_at = counts, time.monotonic()
+    counts = _counts(clients.delivery)  # after the last flush
+    if counts != reported:
+        poster.post(counts)
+
+
+def _counts(delivery) -> dict:
     return {**delivery.totals, "partitions": {str(p): list(nb) for p, nb in sorted(delivery.written.items())}}
 
 
-def _resume(clients: SourceClients, last: dict | None) -> None:
+def _resume(delivery, last: dict | None) -> None:
     """A task Spark runs again (a failed task, a lost executor) carries on with the counts its stream reported."""
     if not last:
         return
-    delivery = clients.delivery
     for name in delivery.totals:
         delivery.totals[name] = int(last.get(name, 0))
     for partition, (written, size) in last.get("partitions", {}).items():
@@ -80,7 +99,7 @@ def _pulled_rounds(task: SourceTask, clients: SourceClients, converter,
         while keep_going():
             try:
                 response = clients.subscriber.pull(
-                    subscription=clients.path, max_messages=task.config.cps_max_batch_size, timeout=_PULL_HOLD_S,
+                    subscription=clients.path, max_messages=task.config.cps_max_batch_size, timeout=STREAM_PULL_HOLD_S,
                     retry=pull_retry(task.outage_timeout_s))
             except DeadlineExceeded:  # held the whole time with nothing to give
                 pulls.settle()

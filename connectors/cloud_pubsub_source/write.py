@@ -34,6 +34,9 @@ SUMMARY_SCHEMA = ("kafka_partition int, written long, bytes long, pulled long, a
 MAX_ACK_REQUEST_BYTES = 500_000
 ACK_DEADLINE_EXTENSION_S = 60
 PULL_TIMEOUT_S = 10
+# An always-on task's empty unary pull is held by Pub/Sub until a message comes or this passes (the emulator answers
+# after 0.5 s): under the lease's lapse, so that a task whose run is gone stops in time.
+STREAM_PULL_HOLD_S = 0.8
 STREAM_IDLE_S = 2.0  # a stream quiet this long ends the micro-batch
 ACK_FLUSH_S = 0.5
 # Pulled messages whose records Kafka has not acknowledged yet, at most: past it the task waits before pulling

@@ -104,13 +104,18 @@ def sink_bridges_file(directory: Path, name: str, topic: str, keys: dict | None 
 
 
 def cloud_source_bridges_file(directory: Path, name: str, subscription: str, kafka_topic: str,
-                              keys: dict | None = None, batch: dict | None = None) -> str:
-    """A bridges file with one CloudPubSubSourceConnector bridge from `subscription` (a path) to `kafka_topic`."""
+                              keys: dict | None = None, batch: dict | None = None,
+                              continuous: dict | None = None) -> str:
+    """A bridges file with one CloudPubSubSourceConnector bridge from `subscription` (a path) to `kafka_topic`, in
+    micro-batch mode unless `continuous` settings are given."""
     config = {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
               "kafka.topic": kafka_topic, **(keys or {})}
-    entry = {"name": name, "connector": "CloudPubSubSourceConnector", "mode": "batch", "config": config}
+    entry = {"name": name, "connector": "CloudPubSubSourceConnector", "mode": "continuous" if continuous else "batch",
+             "config": config}
     if batch:
         entry["batch"] = batch
+    if continuous:
+        entry["continuous"] = continuous
     path = directory / "bridges.yaml"
     path.write_text(yaml.safe_dump({"bridges": [entry]}))
     return str(path)
