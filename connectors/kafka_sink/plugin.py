@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import re
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -88,7 +89,8 @@ def _replica_writer(systems: Systems, bridge: Bridge, kafka: KafkaAdmin):
     target = KafkaAdmin(config.target_connection())
     replica = prepare_targets(config, kafka, target, bridge.batch.outage_timeout_seconds)
     if config.exactly_once:
-        return with_transactions(replica, bridge.name, kafka, target, {})[0]
+        # Each preparation (a stream's open, a restart for new partitions) keeps its tasks' slots apart.
+        return with_transactions(replica, bridge.name, kafka, target, {}, keep_slots_for=uuid.uuid4().hex)[0]
     return functools.partial(ReplicaWriter, replica)
 
 

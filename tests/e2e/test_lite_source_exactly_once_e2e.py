@@ -1,15 +1,18 @@
 """PubSubLiteSourceConnector with exactly.once.support=required, against the local Lite server and Kafka: records
 and the next cursors commit in one Kafka transaction, and a run whose other records of its place (the asset's
-metadata, Lite's committed cursor) were lost goes on from the transactions instead of writing again."""
+metadata, Lite's committed cursor) were lost goes on from the transactions instead of writing again; a bridge
+switched between micro-batch and always-on mode goes on from the same transactions."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+
 import pytest
 from dagster import DagsterInstance
 
 from bridge_assets.definitions import build_definitions
-from tests.e2e.helpers import kafka_admin, materialize_bridge, read_committed
+from tests.e2e.helpers import cli_run, interrupt, kafka_admin, materialize_bridge, read_committed, wait
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, lite_connection, publish_lite
 
 pytestmark = pytest.mark.e2e
@@ -46,6 +49,44 @@ def test_records_and_cursors_commit_together_and_a_lost_place_is_found_in_the_tr
     assert set(second["resumed_from_transactions"].value) == {"0", "1", "2"}
     values = [r.value() for r in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 3)]
     assert len(values) == len(set(values)) == 330
+
+
+def test_a_bridge_switched_between_batch_and_always_on_neither_copies_nor_skips(stack, spark_remote, tmp_path, unique):
+    name, kafka_topic = f"eos_switch_{unique}", f"eos-switch-{unique}"
+    kafka_admin().create_topic(kafka_topic, partitions=2)
+    topic, subscription = create_lite_topic(f"eos-switch-{unique}", partitions=2)
+    config = {"pubsublite.subscription": subscription.name, "kafka.topic": kafka_topic, **EXACTLY_ONCE}
+    engine = {"BRIDGE_SPARK_REMOTE": spark_remote}
+    (tmp_path / "batch").mkdir()
+    (tmp_path / "always_on").mkdir()
+    batch_file = lite_bridges_file(tmp_path / "batch", name, "PubSubLiteSourceConnector", config)
+    always_on_file = lite_bridges_file(tmp_path / "always_on", name, "PubSubLiteSourceConnector", config, None,
+                                       {"host": None, "commit_interval_ms": 1000})
+
+    def committed() -> list[bytes]:
+        return [r.value() for r in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic, 2, 1.0)]
+
+    def batch(wave: str) -> None:
+        publish_lite(topic, [{"data": f"{wave}{i}".encode()} for i in range(100)])
+        command, env = cli_run(tmp_path, batch_file, name, engine)
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    batch("a")
+    assert len(committed()) == 100
+    command, env = cli_run(tmp_path, always_on_file, name, engine, always_on=True)
+    run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        publish_lite(topic, [{"data": f"b{i}".encode()} for i in range(100)])
+        wait(lambda: len(set(committed())) >= 200, "the always-on run moved the second wave")
+    finally:
+        interrupt(run)
+    batch("c")
+    values = committed()
+    expected = {f"{wave}{i}".encode() for wave in "abc" for i in range(100)}
+    assert set(values) == expected and len(values) == len(expected), \
+        f"{len(values)} records, {len(set(values))} distinct, {len(expected - set(values))} missing"
 
 
 def java_partitions(keys: set[bytes], partitions: int) -> dict[bytes, int]:
