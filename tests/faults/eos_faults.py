@@ -1,7 +1,8 @@
 """The faults every exactly-once fault test inflicts on a bridge that writes Kafka, in one sequence: the run killed
 -9 at three random moments while it writes, the engine's Python workers killed once, the broker that holds the
 transactions restarted once, two runs started together, then runs until done. An always-on bridge's runs do not
-end on their own: the same sequence inside runs that go on (inflict_faults_always_on)."""
+end on their own: the same sequence inside runs that go on (inflict_faults_always_on), in a host beside an
+at-least-once bridge that must keep moving (HostNeighbour)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from tests.e2e.helpers import kafka_admin, read_committed
+from tests.e2e.lite_helpers import LOCATION, PROJECT, create_lite_topic, publish_lite
 
 
 def python_workers(stack) -> list[int]:
@@ -167,6 +172,50 @@ def _until_quiet(written: Callable[[], int], quiet_s: float = 2.0, timeout_s: fl
         now = written()
         if now != last:
             last, since = now, time.monotonic()
+
+
+class HostNeighbour:
+    """An at-least-once Pub/Sub Lite source bridge in the host of the bridge under test: its messages, published at
+    a steady pace while the faults land, must all reach Kafka (at least once) while the exactly-once bridge beside
+    it is killed, fenced and restarted with it."""
+
+    MESSAGES, PER_SECOND = 600, 20
+
+    def __init__(self, unique: str):
+        self.name, self.topic = f"eos_neighbour_{unique}", f"eos-neighbour-{unique}"
+        kafka_admin().create_topic(self.topic, partitions=2)
+        self.lite_topic, self.subscription = create_lite_topic(self.topic, partitions=2)
+        self.values = [f"n{i:04d}" for i in range(self.MESSAGES)]
+        self._publishing = threading.Thread(target=self._publish, daemon=True)
+
+    def join_host(self, bridges_file: str | Path, host: str) -> None:
+        """Moves the file's bridge into `host`, always on, and adds this one beside it."""
+        path = Path(bridges_file)
+        document = yaml.safe_load(path.read_text())
+        for entry in document["bridges"]:
+            entry["mode"] = "continuous"
+            entry["continuous"] = {**entry.get("continuous", {}), "host": host}
+        document["bridges"].append({
+            "name": self.name, "connector": "PubSubLiteSourceConnector", "continuous": {"host": host},
+            "config": {"pubsublite.project": PROJECT, "pubsublite.location": LOCATION,
+                       "pubsublite.subscription": self.subscription.name, "kafka.topic": self.topic}})
+        path.write_text(yaml.safe_dump(document))
+
+    def start(self) -> None:
+        self._publishing.start()
+
+    def _publish(self) -> None:
+        started = time.monotonic()
+        for i in range(0, self.MESSAGES, 10):
+            publish_lite(self.lite_topic, [{"data": value.encode()} for value in self.values[i:i + 10]])
+            time.sleep(max(0.0, started + (i + 10) / self.PER_SECOND - time.monotonic()))
+
+    def moved_everything(self) -> bool:
+        if self._publishing.is_alive():
+            return False
+        arrived = {m.value().decode() for m in read_committed(os.environ["KAFKA_BOOTSTRAP_SERVERS"], self.topic, 2,
+                                                               1.0)}
+        return set(self.values) <= arrived
 
 
 def written_to(topic: str) -> int:

@@ -4,7 +4,8 @@ the Kafka broker restarted once, two runs started together, then runs until done
 consumer counts every record; with exactly.once.support=required each arrives once, and with the default (requested)
 the same faults show the copies at-least-once allows. Order is not checked: Pub/Sub gives none without ordering keys,
 and messages a killed run held come back later than the rest. Under `required` the same again with the bridge always
-on, the messages published while the faults land (eos_faults.inflict_faults_always_on)."""
+on in a host beside an at-least-once bridge that keeps moving, the messages published while the faults land
+(eos_faults.inflict_faults_always_on)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import pytest
 from tests.e2e.helpers import (
     cli_run, cloud_source_bridges_file, create_pubsub_topic, kafka_admin, publish_pubsub_messages,
 )
-from tests.faults.eos_faults import committed_values, inflict_faults, inflict_faults_always_on, written_to
+from tests.faults.eos_faults import (
+    HostNeighbour, committed_values, inflict_faults, inflict_faults_always_on, written_to,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 MESSAGES, PARTITIONS = 20_000, 3
@@ -54,16 +57,24 @@ def test_the_cloud_source_through_kills_a_worker_kill_a_broker_restart_and_two_r
         {"kafka.partition.count": PARTITIONS, "exactly.once.support": support, "transaction.boundary": "interval",
          "transaction.boundary.interval.ms": 200},
         {"max_records": 4000, "parallelism": 2, "outage_timeout_seconds": 60},
-        {"host": None, "max_run_minutes": 10, "stream_tasks": 2, "commit_interval_ms": 1000} if always_on else None)
-    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote}, always_on=always_on)
+        {"stream_tasks": 2, "commit_interval_ms": 1000} if always_on else None)
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     started = time.monotonic()
 
     def done() -> bool:
         return len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES
 
-    faults = inflict_faults_always_on if always_on else inflict_faults
-    faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
-           kill_within_s=1.0, done=done)
+    if always_on:  # in a host, beside an at-least-once bridge that must keep moving
+        neighbour = HostNeighbour(unique)
+        neighbour.join_host(bridges, f"eos_{unique}")
+        command, env = cli_run(tmp_path, bridges, f"host_eos_{unique}", {"BRIDGE_SPARK_REMOTE": spark_remote},
+                               always_on=True)
+        neighbour.start()
+        inflict_faults_always_on(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic),
+                                 "kafka", kill_within_s=1.0, done=lambda: done() and neighbour.moved_everything())
+    else:
+        inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
+                       kill_within_s=1.0, done=done)
     settle_until = time.monotonic() + SETTLE_S
     while not always_on and not done() and time.monotonic() < settle_until:
         time.sleep(5)
@@ -72,7 +83,7 @@ def test_the_cloud_source_through_kills_a_worker_kill_a_broker_restart_and_two_r
         publishing.join(timeout=60)
     values = committed_values(kafka_topic, PARTITIONS)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
-                             f"the broker restarted, two runs at once (warm engine{', always on' * always_on})",
+                             f"the broker restarted, two runs at once (warm engine{', always on in a host' * always_on})",
                              "CloudPubSubSource", set(produced), values, time.monotonic() - started)
     assert row.lost == 0
     if support == "required":

@@ -3,7 +3,8 @@ messages, the run killed -9 at three random moments while it writes, the engine'
 Kafka broker restarted once, two runs started together, then runs until done (eos_faults.py). A read_committed
 consumer counts every record; with exactly.once.support=required each arrives once and in order per key, and with
 the default (requested) the same faults show the copies at-least-once allows. Under `required` the same again with
-the bridge always on: the faults land inside runs that go on (eos_faults.inflict_faults_always_on)."""
+the bridge always on in a host beside an at-least-once bridge that keeps moving: the faults land inside runs that go
+on (eos_faults.inflict_faults_always_on)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 
 from tests.e2e.helpers import cli_run, kafka_admin
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_whole_lite_topic
-from tests.faults.eos_faults import committed_values, inflict_faults, inflict_faults_always_on, written_to
+from tests.faults.eos_faults import (
+    HostNeighbour, committed_values, inflict_faults, inflict_faults_always_on, written_to,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 MESSAGES, KEYS, PARTITIONS = 20_000, 60, 3
@@ -37,19 +40,30 @@ def test_the_lite_source_through_kills_a_worker_kill_a_broker_restart_and_two_ru
     # Small read grants: a batch of 4,000 takes a few seconds to write, so the faults land inside it.
     config = {"pubsublite.subscription": subscription.name, "kafka.topic": kafka_topic,
               "pubsublite.partition_flow_control.messages": "10", "exactly.once.support": support}
-    always_on = {"host": None, "max_run_minutes": 10} if mode == "continuous" else None
+    always_on = mode == "continuous"
     bridges = lite_bridges_file(tmp_path, name, "PubSubLiteSourceConnector", config,
-                                {"max_records": 4000, "outage_timeout_seconds": 60}, always_on)
-    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote}, always_on=bool(always_on))
+                                {"max_records": 4000, "outage_timeout_seconds": 60})
+    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     started = time.monotonic()
 
-    faults = inflict_faults_always_on if always_on else inflict_faults
-    faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
-           kill_within_s=1.0, done=lambda: len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES)
+    def done() -> bool:
+        return len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES
+
+    if always_on:  # in a host, beside an at-least-once bridge that must keep moving
+        neighbour = HostNeighbour(unique)
+        neighbour.join_host(bridges, f"eos_{unique}")
+        command, env = cli_run(tmp_path, bridges, f"host_eos_{unique}", {"BRIDGE_SPARK_REMOTE": spark_remote},
+                               always_on=True)
+        neighbour.start()
+        inflict_faults_always_on(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic),
+                                 "kafka", kill_within_s=1.0, done=lambda: done() and neighbour.moved_everything())
+    else:
+        inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
+                       kill_within_s=1.0, done=done)
     values = committed_values(kafka_topic, PARTITIONS)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
                              "the broker restarted, two runs at once (warm engine"
-                             f"{', always on' if always_on else ''})", "PubSubLiteSource",
+                             f"{', always on in a host' if always_on else ''})", "PubSubLiteSource",
                              set(produced), values, time.monotonic() - started)
     assert row.lost == 0
     if support == "required":

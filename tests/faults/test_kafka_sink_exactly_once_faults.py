@@ -4,7 +4,8 @@ killed once, the target cluster's broker restarted once (the transactions live t
 then runs until done (eos_faults.py). A read_committed consumer of the target counts every record; with
 exactly.once.support=required each arrives once and in its source partition's order, and with the default
 (requested) the same faults show the copies at-least-once allows. Under `required` the same again with the bridge
-always on, the records arriving while the faults land (eos_faults.inflict_faults_always_on)."""
+always on in a host beside an at-least-once bridge that keeps moving, the records arriving while the faults land
+(eos_faults.inflict_faults_always_on)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from confluent_kafka import Producer
 
 from tests.e2e.helpers import cli_run, kafka_admin, read_committed
 from tests.e2e.test_kafka_sink_e2e import _target
-from tests.faults.eos_faults import inflict_faults, inflict_faults_always_on
+from tests.faults.eos_faults import HostNeighbour, inflict_faults, inflict_faults_always_on
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 RECORDS, PARTITIONS = 20_000, 3
@@ -91,21 +92,33 @@ def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_
         "name": name, "connector": "KafkaSinkConnector", "mode": mode,
         # Small batches in short parts: each run writes in several transactions, so the faults land between them.
         "batch": {"max_records": 3000, "outage_timeout_seconds": 60, "progress_interval_ms": 200},
-        "continuous": {"host": None, "max_run_minutes": 10, "commit_interval_ms": 1000},
+        "continuous": {"commit_interval_ms": 1000},
         "config": {"topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
                    "exactly.once.support": support}}]}))
-    always_on = mode == "continuous"
-    command, env = cli_run(tmp_path, str(bridges), name, {"BRIDGE_SPARK_REMOTE": spark_remote}, always_on=always_on)
+    command, env = cli_run(tmp_path, str(bridges), name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     started = time.monotonic()
 
-    faults = inflict_faults_always_on if always_on else inflict_faults
-    faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written_on_target(topic),
-           "kafka_target", kill_within_s=0.5, done=lambda: len({value for _, value, _ in _records(topic)}) >= RECORDS)
+    def done() -> bool:
+        return len({value for _, value, _ in _records(topic)}) >= RECORDS
+
+    always_on = mode == "continuous"
+    if always_on:  # in a host, beside an at-least-once bridge that must keep moving
+        neighbour = HostNeighbour(unique)
+        neighbour.join_host(bridges, f"eos_{unique}")
+        command, env = cli_run(tmp_path, str(bridges), f"host_eos_{unique}", {"BRIDGE_SPARK_REMOTE": spark_remote},
+                               always_on=True)
+        neighbour.start()
+        inflict_faults_always_on(stack, command, env, tmp_path, random.Random(unique),
+                                 lambda: _written_on_target(topic), "kafka_target", kill_within_s=0.5,
+                                 done=lambda: done() and neighbour.moved_everything())
+    else:
+        inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written_on_target(topic),
+                       "kafka_target", kill_within_s=0.5, done=done)
     if sending is not None:
         sending.join(timeout=60)
     records = _records(topic)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
-                             f"the target broker restarted, two runs at once (warm engine{', always on' * always_on})",
+                             f"the target broker restarted, two runs at once (warm engine{', always on in a host' * always_on})",
                              "KafkaSink",
                              set(produced), [value for _, value, _ in records], time.monotonic() - started)
     assert row.lost == 0
