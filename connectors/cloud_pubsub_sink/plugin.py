@@ -40,8 +40,12 @@ def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
     cfg = bridge.config
     if not is_routed(cfg.cps_topic):
         return (endpoints.pubsub_topic(cfg.cps_project, cfg.cps_topic),)
-    # Routed from a topics.regex: the topics are not known until they exist, so none is drawn.
-    return tuple(endpoints.pubsub_topic(cfg.cps_project, route(cfg.cps_topic, t)) for t in cfg.topic_list())
+    # Routed from a topics.regex: the topics are not known until they exist, so none is drawn. Through the routers
+    # where a source topic's name alone decides where its records go (none is drawn otherwise).
+    topics = cfg.topic_list()
+    if cfg.transforms and cfg.transforms.renames_topics:
+        topics = sorted({t for t in map(cfg.transforms.topic_after, topics) if t is not None})
+    return tuple(endpoints.pubsub_topic(cfg.cps_project, route(cfg.cps_topic, t)) for t in topics)
 
 
 CONNECTOR = ConnectorPlugin(

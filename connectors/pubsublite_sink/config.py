@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from connectors.config.common import (
     ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys, TransformKeys,
@@ -40,13 +40,10 @@ class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Erro
 
     _location = field_validator("pubsublite_location")(check_location)
 
-    @model_validator(mode="after")
-    def _routed_by_the_source_topic(self):
-        # The driver looks up each target Lite topic's partitions before a batch, by the source topics' names.
-        if is_routed(self.pubsublite_topic) and self.transforms and self.transforms.renames_topics:
-            raise ValueError("a topic-renaming transform (RegexRouter, TimestampRouter) with ${topic} in "
-                             "pubsublite.topic is not supported yet: the Lite topic is routed by the Kafka topic")
-        return self
+    def routed_by_transforms(self) -> bool:
+        """${topic} in pubsublite.topic and a topic-renaming transform (RegexRouter, TimestampRouter): each record's
+        Lite topic follows its topic after the transforms, so the targets are known only from the records."""
+        return is_routed(self.pubsublite_topic) and bool(self.transforms) and self.transforms.renames_topics
 
     def topic_path(self, kafka_topic: str = ""):
         """The Lite topic a record of `kafka_topic` goes to (the template itself when it is not routed)."""

@@ -37,7 +37,11 @@ def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
     cfg = bridge.config
     if not is_routed(cfg.pubsublite_topic):
         return (endpoints.lite_topic(str(cfg.topic_path())),)
-    return tuple(endpoints.lite_topic(str(cfg.topic_path(t))) for t in sorted(set(cfg.topic_list())))
+    # Each source topic's Lite topic, through the routers where its name alone decides (none is drawn otherwise).
+    topics = sorted(set(cfg.topic_list()))
+    if cfg.routed_by_transforms():
+        topics = sorted({t for t in map(cfg.transforms.topic_after, topics) if t is not None})
+    return tuple(endpoints.lite_topic(str(cfg.topic_path(t))) for t in topics)
 
 
 CONNECTOR = ConnectorPlugin(

@@ -26,6 +26,7 @@ from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite.stream_publisher import LitePublisher, LitePublishFailed, LitePublishSettings
 from connectors.pubsublite_sink.columnar import LiteColumnarConverter
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
+from connectors.pubsublite_sink.convert import KAFKA_TOPIC_ATTRIBUTE
 
 if TYPE_CHECKING:
     from connectors.kafka.admin import KafkaAdmin
@@ -89,10 +90,10 @@ def check_kafka_mode_partitions(kafka_partitions: dict[str, list[int]], lite_par
 def lite_writer(config: PubSubLiteSinkConfig, connection: LiteConnection, kafka: KafkaAdmin,
                 outage_timeout_s: float) -> OpenWriter:
     """Driver side: each Lite topic's partition count read once (one topic, or one per Kafka topic with ${topic}),
-    then how a task opens its writer."""
+    then how a task opens its writer. Routed by a transform, the tasks look up the targets their records name."""
     kafka_partitions = kafka.partitions(config.topic_list() or None, config.topics_regex)
     lite_partitions: dict[str, int] = {}
-    for kafka_topic in sorted(kafka_partitions) or [""]:
+    for kafka_topic in [] if config.routed_by_transforms() else sorted(kafka_partitions) or [""]:
         topic = config.topic_path(kafka_topic)
         if str(topic) not in lite_partitions:
             with lite_outages_named(connection, topic.location, f"reading the partition count of {topic}"):
@@ -119,6 +120,9 @@ class LiteWriter(SinkWriter):
         self._loop = asyncio.Runner()
         self._channel = self._loop.run(self._open_channel())
         self._publisher_for = PerTarget(lambda kafka_topic: str(cfg.topic_path(kafka_topic)), self._publisher_and_router)
+        # Routed by a transform: a message's Lite topic follows the topic it names (the record's after the
+        # transforms, as Kafka Connect hands a sink task), not the Kafka topic it was read from.
+        self._routed_by_transforms = cfg.routed_by_transforms()
 
     async def _open_channel(self):
         return self.target.connection.async_publish_channel(self._location)
@@ -129,10 +133,24 @@ class LiteWriter(SinkWriter):
             counts.published += 1
 
     def _publisher_and_router(self, path: str) -> tuple[LitePublisher, Callable[[object, int], int]]:
-        if path not in self.target.lite_partitions:  # a topic that matched the regex after the driver looked
+        partitions = self.target.lite_partitions.get(path)
+        if partitions is None and self._routed_by_transforms:
+            partitions = self._partition_count(path)
+        if partitions is None:  # a topic that matched the regex after the driver looked
             raise BatchError(f"Pub/Sub Lite topic {path} was not looked up before the batch; the next batch will")
-        return (LitePublisher(self._channel, path, self._settings, self._acked),
-                self._router(self.target.lite_partitions[path]))
+        return LitePublisher(self._channel, path, self._settings, self._acked), self._router(partitions)
+
+    def _partition_count(self, path: str) -> int:
+        from google.api_core.exceptions import NotFound
+        from google.cloud.pubsublite.types import TopicPath
+
+        topic = TopicPath.parse(path)
+        try:
+            with lite_outages_named(self.target.connection, topic.location, f"reading the partition count of {path}"):
+                return self.target.connection.admin(region_of(topic.location)).get_topic_partition_count(topic)
+        except NotFound:
+            raise BatchError(f"Pub/Sub Lite topic {path} does not exist (a transform routed records to it through "
+                             f"pubsublite.topic={self.config.pubsublite_topic})") from None
 
     def put(self, records: pa.RecordBatch) -> None:
         self._loop.run(self._put(records))
@@ -149,7 +167,9 @@ class LiteWriter(SinkWriter):
                 self.tally.reject(tallied.record(row), outcome.stage, outcome)
                 continue
             message, size = outcome
-            publisher, route = self._publisher_for(kafka_topics[row])
+            topic = (message.attributes[KAFKA_TOPIC_ATTRIBUTE].values[0].decode() if self._routed_by_transforms
+                     else kafka_topics[row])
+            publisher, route = self._publisher_for(topic)
             await publisher.add(message, size, tallied.counts(row), route(message, kafka_partitions[row]))
         for publisher, _ in self._publisher_for.by_target.values():
             publisher.seal_all()

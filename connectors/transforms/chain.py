@@ -77,6 +77,18 @@ class TransformChain:
         """Whether a stage may give a record another topic (Kafka's routers, or a package's transform)."""
         return any(stage.transform.renames_topics for stage in self.stages)
 
+    def topic_after(self, topic: str) -> str | None:
+        """The topic a record of `topic` has after the chain when its topic alone decides it (RegexRouters without
+        a predicate); None when its timestamp, headers or contents may (TimestampRouter, a predicate, a package's
+        router). For lineage: where a routed sink's records of a source topic go."""
+        for stage in self.stages:
+            if not stage.transform.renames_topics:
+                continue
+            if stage.transform.build is not RegexRouter or stage.predicate is not None:
+                return None
+            topic = RegexRouter(stage.keys).rename(topic)
+        return topic
+
     @property
     def reads_headers(self) -> bool:
         """Whether a stage's outcome depends on the headers a record came with."""

@@ -161,3 +161,34 @@ def test_topic_routing_sends_each_kafka_topic_to_its_own_lite_topic(stack, spark
         heads = _head_counts(subscriptions[topic], 2)
         messages = [m for ms in read_lite_topic(subscriptions[topic], heads).values() for m in ms]
         assert sorted(m.message.data.decode() for m in messages) == sorted(f"{topic}-{i}" for i in range(15))
+
+
+def test_a_router_sends_records_to_the_lite_topic_of_their_new_topic(stack, spark, tmp_path, unique):
+    """RegexRouter before `pubsublite.topic=lr-${topic}`: each record goes to the Lite topic of the topic the router
+    gave it (looked up by the task, not the driver), as a Kafka Connect worker hands a sink task its records; a
+    target that does not exist fails the run in one line naming it, and nothing is recorded."""
+    topics = [f"lite-rx-{unique}-{n}" for n in ("a", "b")]
+    for topic in topics:
+        kafka_admin().create_topic(topic, partitions=2)
+        produce(topic, [(None, f"{topic}-{i}") for i in range(10)])
+    # lite-rx-<id>-a -> moved-<id>-a; lite-rx-<id>-b -> moved-<id>-b, whose Lite topic is made after the first run.
+    _, moved_a = create_lite_topic(f"lr-moved-{unique}-a", partitions=2)
+    name = f"lite_rx_{unique}"
+    defs = build_definitions(lite_bridges_file(tmp_path, name, "PubSubLiteSinkConnector", {
+        "topics": ",".join(topics), "pubsublite.topic": "lr-${topic}", **STRINGS,
+        "transforms": "route", "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": "lite-rx-(.*)", "transforms.route.replacement": "moved-$1"}))
+    instance = DagsterInstance.ephemeral()
+    with pytest.raises(Exception, match=f"Pub/Sub Lite topic .*/topics/lr-moved-{unique}-b does not exist"):
+        materialize_bridge(defs, name, instance)
+    assert instance.get_latest_materialization_event(AssetKey(name)) is None
+
+    _, moved_b = create_lite_topic(f"lr-moved-{unique}-b", partitions=2)
+    # Topic a's records again, unless its tasks had delivered and committed them before the failure ended the job.
+    assert materialize_bridge(defs, name, instance)["records_published"].value in (10, 20)
+    for topic, subscription in zip(topics, (moved_a, moved_b)):
+        messages = [m for ms in read_lite_topic(subscription, _head_counts(subscription, 2)).values() for m in ms]
+        # Nothing lost (what the failed run sent to lr-moved-a may come twice: at least once).
+        assert {m.message.data.decode() for m in messages} == {f"{topic}-{i}" for i in range(10)}
+        assert {m.message.attributes["x-goog-pubsublite-source-kafka-topic"].values[0] for m in messages} == \
+            {topic.replace("lite-rx-", "moved-").encode()}

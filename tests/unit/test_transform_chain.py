@@ -239,3 +239,26 @@ def test_the_lite_source_runs_the_chain_before_its_converters_and_counts_what_it
                              write=lambda record, where: produced.append(record) or True)
     write_batch(converter, writer, 0, [sequenced(data=b"a"), sequenced(data=b"b", attributes={"test": [b"1"]})])
     assert len(produced) == 1 and writer.filtered == 1
+
+
+def test_lineage_follows_a_router_where_the_topic_alone_decides(tmp_path):
+    from connectors.cloud_pubsub_sink.plugin import CONNECTOR as CLOUD_SINK
+    from connectors.pubsublite_sink.plugin import CONNECTOR as LITE_SINK
+
+    router = {"transforms": "route", "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+              "transforms.route.regex": "orders-(.*)", "transforms.route.replacement": "moved-$1"}
+    timestamped = {"transforms": "day", "transforms.day.type": "org.apache.kafka.connect.transforms.TimestampRouter"}
+    cloud = {"topics": "orders-eu,payments", "cps.project": "p", "cps.topic": "c-${topic}"}
+    lite = {"topics": "orders-eu,payments", "pubsublite.project": "p", "pubsublite.location": "us-central1-a",
+            "pubsublite.topic": "l-${topic}"}
+
+    def drawn(plugin, keys: dict) -> set[str]:
+        (tmp_path / "bridges.yaml").write_text(json.dumps({"bridges": [
+            {"name": "b", "connector": plugin.name, "mode": "batch", "config": keys}]}))
+        [bridge] = load_bridges(tmp_path / "bridges.yaml")
+        return {"/".join(endpoint.key) for endpoint in plugin.writes(bridge)}
+
+    assert drawn(CLOUD_SINK, {**cloud, **router}) == {"pubsub/p/topics/c-moved-eu", "pubsub/p/topics/c-payments"}
+    assert drawn(CLOUD_SINK, {**cloud, **timestamped}) == set()  # where a record goes depends on its time
+    assert {key.rsplit("/", 1)[1] for key in drawn(LITE_SINK, {**lite, **router})} == {"l-moved-eu", "l-payments"}
+    assert drawn(LITE_SINK, {**lite, **timestamped}) == set()

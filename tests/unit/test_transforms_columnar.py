@@ -119,10 +119,21 @@ def test_the_lite_sinks_columnar_chain_gives_its_record_chains_messages(chain):
     assert any(isinstance(o, bytes) for o in got)
 
 
-def test_the_lite_sink_refuses_a_router_where_its_topic_follows_the_kafka_topic():
-    from pydantic import ValidationError
+def test_the_lite_sink_routes_by_the_topic_a_router_gave_when_its_topic_follows_the_kafka_topic():
+    routed = _lite_config(**{"pubsublite.topic": "lite-${topic}"},
+                          **CHAINS["headers dropped unless one is there, the topic renamed"])
+    assert routed.routed_by_transforms()
+    assert not _lite_config(**CHAINS["headers dropped unless one is there, the topic renamed"]).routed_by_transforms()
+    assert not _lite_config(**{"pubsublite.topic": "lite-${topic}"}).routed_by_transforms()
+    # The message names the renamed topic (what the writer routes by), on both conversion paths.
+    from connectors.pubsublite_sink.columnar import LiteColumnarConverter
+    from connectors.pubsublite_sink.convert import KAFKA_TOPIC_ATTRIBUTE
 
-    with pytest.raises(ValidationError, match="a topic-renaming transform .* with \\$\\{topic\\} in pubsublite.topic"):
-        _lite_config(**{"pubsublite.topic": "lite-${topic}"},
-                     **CHAINS["headers dropped unless one is there, the topic renamed"])
-    assert _lite_config(**CHAINS["headers dropped unless one is there, the topic renamed"]).transforms
+    for converter in ({}, {"value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                           "value.converter.schemas.enable": "false"}):
+        config = _lite_config(**{"pubsublite.topic": "lite-${topic}"}, **converter,
+                              **CHAINS["headers dropped unless one is there, the topic renamed"])
+        messages = [outcome[0] for _, outcome in LiteColumnarConverter(config).convert(awkward_kafka_rows())
+                    if isinstance(outcome, tuple)]
+        assert messages and {m.attributes[KAFKA_TOPIC_ATTRIBUTE].values[0] for m in messages} == {b"renamed"}
+    assert str(routed.topic_path("renamed")).endswith("/topics/lite-renamed")
