@@ -17,7 +17,7 @@ from typing import Callable
 
 import yaml
 
-from tests.e2e.helpers import kafka_admin, read_committed
+from tests.e2e.helpers import cli_run, kafka_admin, read_committed
 from tests.e2e.lite_helpers import LOCATION, PROJECT, create_lite_topic, publish_lite
 
 
@@ -117,6 +117,26 @@ def inflict_faults(stack, command: list[str], env: dict[str, str], logs: Path, r
         if done():
             return
         subprocess.run(command, env=env, capture_output=True, timeout=300)
+
+
+def inflict_faults_on(stack, bridges: str, name: str, logs: Path, unique: str, spark_remote: str, always_on: bool,
+                      written: Callable[[], int], broker: str, kill_within_s: float,
+                      done: Callable[[], bool]) -> tuple[list[str], dict[str, str]]:
+    """The sequence on bridge `name` of the bridges file: its own micro-batch runs (inflict_faults), or with
+    `always_on` its host's runs with a HostNeighbour beside it, whose messages must all arrive too
+    (inflict_faults_always_on). Returns the bridge's micro-batch command line and environment."""
+    engine = {"BRIDGE_SPARK_REMOTE": spark_remote}
+    command, env = cli_run(logs, bridges, name, engine)
+    if not always_on:
+        inflict_faults(stack, command, env, logs, random.Random(unique), written, broker, kill_within_s, done)
+        return command, env
+    neighbour = HostNeighbour(unique)
+    neighbour.join_host(bridges, f"eos_{unique}")
+    host_command, host_env = cli_run(logs, bridges, f"host_eos_{unique}", engine, always_on=True)
+    neighbour.start()
+    inflict_faults_always_on(stack, host_command, host_env, logs, random.Random(unique), written, broker,
+                             kill_within_s, lambda: done() and neighbour.moved_everything())
+    return command, env
 
 
 def inflict_faults_always_on(stack, command: list[str], env: dict[str, str], logs: Path, rng: random.Random,

@@ -9,7 +9,6 @@ on in a host beside an at-least-once bridge that keeps moving, the messages publ
 
 from __future__ import annotations
 
-import random
 import subprocess
 import threading
 import time
@@ -17,11 +16,9 @@ import time
 import pytest
 
 from tests.e2e.helpers import (
-    cli_run, cloud_source_bridges_file, create_pubsub_topic, kafka_admin, publish_pubsub_messages,
+    cloud_source_bridges_file, create_pubsub_topic, kafka_admin, publish_pubsub_messages,
 )
-from tests.faults.eos_faults import (
-    HostNeighbour, committed_values, inflict_faults, inflict_faults_always_on, written_to,
-)
+from tests.faults.eos_faults import committed_values, inflict_faults_on, written_to
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 MESSAGES, PARTITIONS = 20_000, 3
@@ -58,23 +55,13 @@ def test_the_cloud_source_through_kills_a_worker_kill_a_broker_restart_and_two_r
          "transaction.boundary.interval.ms": 200},
         {"max_records": 4000, "parallelism": 2, "outage_timeout_seconds": 60},
         {"stream_tasks": 2, "commit_interval_ms": 1000} if always_on else None)
-    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     started = time.monotonic()
 
     def done() -> bool:
         return len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES
 
-    if always_on:  # in a host, beside an at-least-once bridge that must keep moving
-        neighbour = HostNeighbour(unique)
-        neighbour.join_host(bridges, f"eos_{unique}")
-        command, env = cli_run(tmp_path, bridges, f"host_eos_{unique}", {"BRIDGE_SPARK_REMOTE": spark_remote},
-                               always_on=True)
-        neighbour.start()
-        inflict_faults_always_on(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic),
-                                 "kafka", kill_within_s=1.0, done=lambda: done() and neighbour.moved_everything())
-    else:
-        inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
-                       kill_within_s=1.0, done=done)
+    command, env = inflict_faults_on(stack, bridges, name, tmp_path, unique, spark_remote, always_on,
+                                     lambda: written_to(kafka_topic), "kafka", kill_within_s=1.0, done=done)
     settle_until = time.monotonic() + SETTLE_S
     while not always_on and not done() and time.monotonic() < settle_until:
         time.sleep(5)

@@ -8,16 +8,13 @@ on (eos_faults.inflict_faults_always_on)."""
 
 from __future__ import annotations
 
-import random
 import time
 
 import pytest
 
-from tests.e2e.helpers import cli_run, kafka_admin
+from tests.e2e.helpers import kafka_admin
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, publish_lite, read_whole_lite_topic
-from tests.faults.eos_faults import (
-    HostNeighbour, committed_values, inflict_faults, inflict_faults_always_on, written_to,
-)
+from tests.faults.eos_faults import committed_values, inflict_faults_on, written_to
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 MESSAGES, KEYS, PARTITIONS = 20_000, 60, 3
@@ -43,23 +40,10 @@ def test_the_lite_source_through_kills_a_worker_kill_a_broker_restart_and_two_ru
     always_on = mode == "continuous"
     bridges = lite_bridges_file(tmp_path, name, "PubSubLiteSourceConnector", config,
                                 {"max_records": 4000, "outage_timeout_seconds": 60})
-    command, env = cli_run(tmp_path, bridges, name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     started = time.monotonic()
-
-    def done() -> bool:
-        return len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES
-
-    if always_on:  # in a host, beside an at-least-once bridge that must keep moving
-        neighbour = HostNeighbour(unique)
-        neighbour.join_host(bridges, f"eos_{unique}")
-        command, env = cli_run(tmp_path, bridges, f"host_eos_{unique}", {"BRIDGE_SPARK_REMOTE": spark_remote},
-                               always_on=True)
-        neighbour.start()
-        inflict_faults_always_on(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic),
-                                 "kafka", kill_within_s=1.0, done=lambda: done() and neighbour.moved_everything())
-    else:
-        inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: written_to(kafka_topic), "kafka",
-                       kill_within_s=1.0, done=done)
+    inflict_faults_on(stack, bridges, name, tmp_path, unique, spark_remote, always_on, lambda: written_to(kafka_topic),
+                      "kafka", kill_within_s=1.0,
+                      done=lambda: len(set(committed_values(kafka_topic, PARTITIONS))) >= MESSAGES)
     values = committed_values(kafka_topic, PARTITIONS)
     row = fault_report.count(f"exactly.once.support={support}: 3 kill -9 of the run, the Python workers killed, "
                              "the broker restarted, two runs at once (warm engine"

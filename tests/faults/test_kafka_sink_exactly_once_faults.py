@@ -10,7 +10,6 @@ always on in a host beside an at-least-once bridge that keeps moving, the record
 from __future__ import annotations
 
 import os
-import random
 import threading
 import time
 
@@ -18,9 +17,9 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 
-from tests.e2e.helpers import cli_run, kafka_admin, read_committed
+from tests.e2e.helpers import kafka_admin, read_committed
 from tests.e2e.test_kafka_sink_e2e import _target
-from tests.faults.eos_faults import HostNeighbour, inflict_faults, inflict_faults_always_on
+from tests.faults.eos_faults import inflict_faults_on
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 RECORDS, PARTITIONS = 20_000, 3
@@ -95,25 +94,11 @@ def test_the_kafka_sink_through_kills_a_worker_kill_a_target_broker_restart_and_
         "continuous": {"commit_interval_ms": 1000},
         "config": {"topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
                    "exactly.once.support": support}}]}))
-    command, env = cli_run(tmp_path, str(bridges), name, {"BRIDGE_SPARK_REMOTE": spark_remote})
     started = time.monotonic()
-
-    def done() -> bool:
-        return len({value for _, value, _ in _records(topic)}) >= RECORDS
-
     always_on = mode == "continuous"
-    if always_on:  # in a host, beside an at-least-once bridge that must keep moving
-        neighbour = HostNeighbour(unique)
-        neighbour.join_host(bridges, f"eos_{unique}")
-        command, env = cli_run(tmp_path, str(bridges), f"host_eos_{unique}", {"BRIDGE_SPARK_REMOTE": spark_remote},
-                               always_on=True)
-        neighbour.start()
-        inflict_faults_always_on(stack, command, env, tmp_path, random.Random(unique),
-                                 lambda: _written_on_target(topic), "kafka_target", kill_within_s=0.5,
-                                 done=lambda: done() and neighbour.moved_everything())
-    else:
-        inflict_faults(stack, command, env, tmp_path, random.Random(unique), lambda: _written_on_target(topic),
-                       "kafka_target", kill_within_s=0.5, done=done)
+    inflict_faults_on(stack, str(bridges), name, tmp_path, unique, spark_remote, always_on,
+                      lambda: _written_on_target(topic), "kafka_target", kill_within_s=0.5,
+                      done=lambda: len({value for _, value, _ in _records(topic)}) >= RECORDS)
     if sending is not None:
         sending.join(timeout=60)
     records = _records(topic)
