@@ -23,7 +23,7 @@ from bench.common import alternating_rounds, bench_stack, fresh_pubsub
 from bench.continuous import (
     PARTITIONS, WARM_UP_VALUE, continuous_run, produce_warm_up, steady, summary, warm_up_source,
 )
-from bench.data import LITE_LOCATION, PROJECT, lite_connection, lite_topic, pubsub_topic, unique_name
+from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, lite_topic, pubsub_topic, unique_name
 from bridgectl.paths import PROJECT_ROOT
 
 REQUIRED = {"exactly.once.support": "required"}
@@ -73,8 +73,7 @@ def lite_source(remote: str, exactly_once: bool, rate: float, seconds: float) ->
 
     name = unique_name("eos-lsrc")
     lite, subscription = lite_topic(name, PARTITIONS)
-    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
-    _kafka_admin(bootstrap).create_topic(name, PARTITIONS)
+    kafka_topic(name, PARTITIONS)
     entry = {"name": "eos_lite_source", "connector": "PubSubLiteSourceConnector",
              "config": {"pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
                         "pubsublite.subscription": subscription.name, "kafka.topic": name,
@@ -89,8 +88,7 @@ def cloud_source(remote: str, exactly_once: bool, rate: float, seconds: float) -
     fresh_pubsub()
     name = unique_name("eos-csrc")
     topic, subscription = pubsub_topic(name)
-    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
-    _kafka_admin(bootstrap).create_topic(name, PARTITIONS)
+    kafka_topic(name, PARTITIONS)
     entry = {"name": "eos_cloud_source", "connector": "CloudPubSubSourceConnector",
              "config": {"cps.project": PROJECT, "cps.subscription": subscription.rsplit("/", 1)[1],
                         "kafka.topic": name, **(REQUIRED if exactly_once else {})}}
@@ -98,14 +96,14 @@ def cloud_source(remote: str, exactly_once: bool, rate: float, seconds: float) -
     return _source_latency(entry, remote, name, lambda value: publisher.publish(topic, value), rate, seconds)
 
 
-def _source_latency(entry: dict, remote: str, kafka_topic: str, publish: Callable[[bytes], object], rate: float,
+def _source_latency(entry: dict, remote: str, topic: str, publish: Callable[[bytes], object], rate: float,
                     seconds: float) -> dict:
     """A source bridge's row: warmed up, then `rate` messages a second for `seconds` through `publish` (which
-    returns a future), timed at a read_committed consumer of `kafka_topic`."""
+    returns a future), timed at a read_committed consumer of `topic`."""
     with continuous_run(entry, remote):
         futures: list = []
-        warm_up_source(lambda value: futures.append(publish(value)), kafka_topic)
-        arrivals = CommittedArrivals(os.environ["KAFKA_BOOTSTRAP_SERVERS"], kafka_topic)
+        warm_up_source(lambda value: futures.append(publish(value)), topic)
+        arrivals = CommittedArrivals(os.environ["KAFKA_BOOTSTRAP_SERVERS"], topic)
         arrivals.start()
         sent = steady(lambda now: futures.append(publish(repr(now).encode())), rate, seconds)
         [f.result(60) for f in futures]
@@ -116,8 +114,8 @@ def kafka_sink(remote: str, exactly_once: bool, rate: float, seconds: float) -> 
     from bench.continuous import kafka_producer
 
     name = unique_name("eos-repl")
-    source, target = os.environ["KAFKA_BOOTSTRAP_SERVERS"], os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
-    _kafka_admin(source).create_topic(name, PARTITIONS)
+    target = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
+    kafka_topic(name, PARTITIONS)
     entry = {"name": "eos_kafka_sink", "connector": "KafkaSinkConnector",
              "batch": {"initial_offsets": "earliest"},
              "config": {"topics": name, "target.bootstrap.servers": target, **(REQUIRED if exactly_once else {})}}
