@@ -415,7 +415,13 @@ func main() {
 	mux.HandleFunc("/stats", s.stats)
 	mux.HandleFunc("/reset", s.reset)
 	mux.HandleFunc("/preload", s.preload)
-	go func() { log.Fatal(http.ListenAndServe(fmt.Sprintf("127.0.0.1:%d", *statsPort), mux)) }()
+	// Both listeners are bound before "listening" is printed: with ListenAndServe in a goroutine the line could
+	// come first, and a caller's first /preload was refused (a CI run failed on it).
+	statsListener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *statsPort))
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { log.Fatal(http.Serve(statsListener, mux)) }()
 	go func() {
 		if err := grpcServer.Serve(listener); err != nil {
 			log.Fatal(err)
