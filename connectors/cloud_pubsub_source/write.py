@@ -79,11 +79,6 @@ def received_messages(response) -> list:
     return list(type(response).pb(response).received_messages)
 
 
-def message_in(received) -> PubSubMessageIn:
-    """A raw protobuf ReceivedMessage's message."""
-    return pb_message_in(received.message)
-
-
 def pb_message_in(message) -> PubSubMessageIn:
     """A raw protobuf PubsubMessage."""
     return PubSubMessageIn(
