@@ -12,7 +12,7 @@ second. Under exactly once that sum also counts a commit marker per partition a 
 partitions x 5 rounds a second, under 0.1 % of these rates (it flatters exactly once by at most that).
 - KafkaSinkConnector: one source topic for every row, each row a target topic of its own (`topic.rename.format`).
 - PubSubLiteSourceConnector: one Lite topic, each row a subscription of its own (made before the topic is filled;
-  5.5 million messages take 10 minutes to publish and 11 GB of the local Lite server's memory, so its rows may end
+  5.5 million messages take 10-13 minutes to publish and 12 GB of the local Lite server's memory, so its rows may end
   before 60 s).
 - CloudPubSubSourceConnector: on the counting Pub/Sub endpoint (bench.pubsub_counter), each row a preloaded
   subscription of its own: pstest's Pull scans the whole backlog on every call and would be the limit.
@@ -52,7 +52,7 @@ class Row:
     """What a connector's rows share in one run: `prepare` fills the source once (untimed), `bridge(side, round)` is
     a row's bridge entry and the Kafka cluster and topic its records arrive at."""
 
-    records = 5_500_000  # each row's backlog: more than a row moves in 65 s (measured: under 67,000/s)
+    records = 5_500_000  # each row's backlog (the sources' rows measured up to 82,000/s: a Lite row may end early)
 
     def __init__(self, records: int | None, rounds: int):
         self.records, self.rounds = records or self.records, rounds
