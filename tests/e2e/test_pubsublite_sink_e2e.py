@@ -184,8 +184,13 @@ def test_a_router_sends_records_to_the_lite_topic_of_their_new_topic(stack, spar
     assert instance.get_latest_materialization_event(AssetKey(name)) is None
 
     _, moved_b = create_lite_topic(f"lr-moved-{unique}-b", partitions=2)
-    # Topic a's records again, unless its tasks had delivered and committed them before the failure ended the job.
-    assert materialize_bridge(defs, name, instance)["records_published"].value in (10, 20)
+    # What the next run sends depends on the failed run's tasks: those of topic a may have delivered and committed
+    # before the failure, and Spark cancels the others asynchronously: a straggler of topic b that looks its topic up
+    # after the line above delivers and commits its part (seen in a clean-clone suite). The next run starts past
+    # every such commit and ends at the end.
+    assert materialize_bridge(defs, name, instance)["records_published"].value <= 20
+    assert recorded_position(instance, AssetKey(name), KAFKA_OFFSETS) == kafka_admin().end_offsets(
+        {topic: [0, 1] for topic in topics})
     for topic, subscription in zip(topics, (moved_a, moved_b)):
         messages = [m for ms in read_lite_topic(subscription, _head_counts(subscription, 2)).values() for m in ms]
         # Nothing lost (what the failed run sent to lr-moved-a may come twice: at least once).
