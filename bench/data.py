@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 
@@ -119,13 +120,35 @@ def lite_topic(name: str, partitions: int):
     return topic, subscription
 
 
-def publish_lite(topic, count: int, size: int) -> None:
+def publish_lite(topic: str, count: int, size: int, chunk: int = 20_000) -> None:
+    """`count` messages of `size` bytes to the Lite topic at path `topic`, `chunk` in flight at a time (a list of
+    millions of futures would not fit). A string, so that a process of its own can be handed it."""
     from google.cloud.pubsublite.cloudpubsub import PublisherClient
+    from google.cloud.pubsublite.types import TopicPath
 
-    value = payload(size)
-    with PublisherClient(**lite_connection().client_kwargs(topic.location.region)) as publisher:
-        for future in [publisher.publish(topic, value) for _ in range(count)]:
-            future.result(120)
+    path, value = TopicPath.parse(str(topic)), payload(size)
+    with PublisherClient(**lite_connection().client_kwargs(path.location.region)) as publisher:
+        for start in range(0, count, chunk):
+            for future in [publisher.publish(path, value) for _ in range(min(chunk, count - start))]:
+                future.result(120)
+
+
+@functools.cache
+def kafka_admin(bootstrap_servers: str):
+    """One admin per cluster, kept for the benchmark's process."""
+    from connectors.kafka.admin import KafkaAdmin
+    from connectors.kafka.connection import KafkaConnection
+
+    return KafkaAdmin(KafkaConnection(bootstrap_servers))
+
+
+def topic_records(bootstrap_servers: str, topic: str, isolation_level: str = "read_uncommitted") -> int:
+    """The sum of `topic`'s end offsets (its last stable offsets under read_committed); 0 before it exists."""
+    admin = kafka_admin(bootstrap_servers)
+    partitions = admin.partitions([topic]).get(topic)
+    if not partitions:
+        return 0
+    return sum(admin.end_offsets({topic: partitions}, isolation_level)[topic].values())
 
 
 def filled_subscription(admin, prefix: str, size: int, records: int) -> tuple[str, str]:

@@ -23,7 +23,7 @@ from bench.common import alternating_rounds, bench_stack, fresh_pubsub
 from bench.continuous import (
     PARTITIONS, WARM_UP_VALUE, continuous_run, produce_warm_up, steady, summary, warm_up_source,
 )
-from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, lite_topic, pubsub_topic, unique_name
+from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, lite_topic, pubsub_topic, topic_records, unique_name
 from bridgectl.paths import PROJECT_ROOT
 
 REQUIRED = {"exactly.once.support": "required"}
@@ -59,13 +59,6 @@ class CommittedArrivals(threading.Thread):
         self.join(timeout_s)
         self._stopped.set()
         return self.latencies
-
-
-def _kafka_admin(bootstrap_servers: str):
-    from connectors.kafka.admin import KafkaAdmin
-    from connectors.kafka.connection import KafkaConnection
-
-    return KafkaAdmin(KafkaConnection(bootstrap_servers))
 
 
 def lite_source(remote: str, exactly_once: bool, rate: float, seconds: float) -> dict:
@@ -136,10 +129,9 @@ def kafka_sink(remote: str, exactly_once: bool, rate: float, seconds: float) -> 
 
 
 def _wait_for_records(bootstrap_servers: str, topic: str, count: int, timeout_s: float = 120) -> None:
-    admin, deadline = _kafka_admin(bootstrap_servers), time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_s
     while True:
-        partitions = admin.partitions([topic]).get(topic)
-        if partitions and sum(admin.end_offsets({topic: partitions})[topic].values()) >= count:
+        if topic_records(bootstrap_servers, topic) >= count:
             time.sleep(0.5)
             return
         if time.monotonic() > deadline:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import functools
 import json
 import multiprocessing
 import os
@@ -37,7 +36,7 @@ from typing import Iterator
 
 from bench.common import alternating_rounds, bench_stack
 from bench.continuous import PARTITIONS, continuous_run
-from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, payload, unique_name
+from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, publish_lite, topic_records, unique_name
 from bench.process_memory import TreeCpu
 from bench.pubsub_counter import PubSubCounter, running_counter
 from bridgectl.paths import PROJECT_ROOT
@@ -156,7 +155,7 @@ def _fill_lite(topic, records: int, processes: int = 2) -> None:
     5,400 a second here (3 million in 554 s), its own CPU the limit."""
     spawn = multiprocessing.get_context("spawn")  # the parent holds gRPC threads: no fork
     share = -(-records // processes)
-    workers = [spawn.Process(target=_publish_lite, args=(str(topic), min(share, records - i * share)))
+    workers = [spawn.Process(target=publish_lite, args=(str(topic), min(share, records - i * share), SIZE))
                for i in range(processes)]
     for worker in workers:
         worker.start()
@@ -164,35 +163,6 @@ def _fill_lite(topic, records: int, processes: int = 2) -> None:
         worker.join()
         if worker.exitcode != 0:
             raise RuntimeError("a publisher filling the Lite topic failed (see its traceback above)")
-
-
-def _publish_lite(topic: str, records: int, chunk: int = 20_000) -> None:
-    """In a process of its own; `chunk` in flight at a time (a list of millions of futures would not fit)."""
-    from google.cloud.pubsublite.cloudpubsub import PublisherClient
-    from google.cloud.pubsublite.types import TopicPath
-
-    path, value = TopicPath.parse(topic), payload(SIZE)
-    with PublisherClient(**lite_connection().client_kwargs(path.location.region)) as publisher:
-        for start in range(0, records, chunk):
-            for future in [publisher.publish(path, value) for _ in range(min(chunk, records - start))]:
-                future.result(120)
-
-
-@functools.cache
-def _admin(bootstrap_servers: str):
-    from connectors.kafka.admin import KafkaAdmin
-    from connectors.kafka.connection import KafkaConnection
-
-    return KafkaAdmin(KafkaConnection(bootstrap_servers))
-
-
-def _committed(bootstrap_servers: str, topic: str) -> int:
-    """The sum of `topic`'s read_committed end offsets; 0 before the bridge made it."""
-    admin = _admin(bootstrap_servers)
-    partitions = admin.partitions([topic]).get(topic)
-    if not partitions:
-        return 0
-    return sum(admin.end_offsets({topic: partitions}, "read_committed")[topic].values())
 
 
 def _delete_topic(bootstrap_servers: str, topic: str) -> None:
@@ -208,19 +178,19 @@ def drain_row(row: Row, remote: str, engine_pid: int, exactly_once: bool, round_
     entry, bootstrap_servers, topic = row.bridge(exactly_once, round_no)
     with continuous_run(entry, remote) as run:
         deadline = time.monotonic() + 120
-        while _committed(bootstrap_servers, topic) == 0:
+        while topic_records(bootstrap_servers, topic, "read_committed") == 0:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nothing reached {topic} within 120 s of the bridge starting")
             time.sleep(0.2)
         time.sleep(lead_s)
         with TreeCpu(run.pid, engine_pid) as cpu:
-            first, started = _committed(bootstrap_servers, topic), time.monotonic()
+            first, started = topic_records(bootstrap_servers, topic, "read_committed"), time.monotonic()
             last, ended = first, started
             # The window ends early when the backlog nearly ran out: a Lite backlog that outlasts every row would
             # not fit in this machine's memory (the local Lite server keeps messages in memory).
             while ended - started < seconds and last < row.records * NEARLY_OUT:
                 time.sleep(min(1.0, seconds - (ended - started)))
-                last, ended = _committed(bootstrap_servers, topic), time.monotonic()
+                last, ended = topic_records(bootstrap_servers, topic, "read_committed"), time.monotonic()
             cpu_s = cpu.seconds()
     _delete_topic(bootstrap_servers, topic)  # a row's target holds gigabytes
     moved = last - first
