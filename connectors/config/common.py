@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -67,11 +67,34 @@ class TransformKeys(BaseModel):
         description="Kafka Connect's single message transforms, in order: a comma list of aliases, each with "
                     "`transforms.<alias>.type` and that class's keys (`predicates` likewise); see Transforms")
 
+    def routed_target_key(self) -> str | None:
+        """The key whose `${topic}` routes the connector's target, when it does."""
+        return None
+
+    def routed_by_transforms(self) -> bool:
+        """A target routed by `${topic}` behind a topic-renaming transform: each record's target follows its topic
+        after the chain, so the targets are known only from the records."""
+        return self.routed_target_key() is not None and bool(self.transforms) and self.transforms.renames_topics
+
+    def topics_after_transforms(self, topics: list[str]) -> list[str]:
+        """The topics the records of `topics` have after the chain, where their topic alone decides it (lineage, and
+        the targets a driver can check before a run): none for a topic whose records' time, headers or contents
+        decide (TimestampRouter, a router under a predicate)."""
+        if not self.transforms or not self.transforms.renames_topics:
+            return sorted(set(topics))
+        return sorted({t for t in map(self.transforms.topic_after, topics) if t is not None})
+
 
 class ColumnarTransformKeys(TransformKeys):
     """The transforms of a sink without converters (its writer sends Kafka's bytes as they are): only those that
     never look inside a key or value, with any predicate. A config whose target is routed by `${topic}` names its key
-    in `routed_target_key`: a topic-renaming transform is refused there."""
+    in `routed_target_key`; unless it `follows_routers` (its writer routes by sink_writer.target_topics), a
+    topic-renaming transform is refused there."""
+
+    # A sink connector's target follows the topic a router gives the record, as Kafka Connect hands a sink task the
+    # record after the transforms. Not the Kafka sink's: MirrorMaker 2 runs a router on the record it made, whose
+    # topic is already the renamed one, which this chain (run on the source's records) cannot give.
+    follows_routers: ClassVar[bool] = False
 
     @model_validator(mode="after")
     def _columnar_transforms_only(self):
@@ -83,13 +106,11 @@ class ColumnarTransformKeys(TransformKeys):
                                  "InsertHeader, DropHeaders and RegexRouter, with any predicate (it has no "
                                  "converters to give a transform a key or value to read)")
         routed = self.routed_target_key()
-        if routed and self.transforms.renames_topics:
-            raise ValueError(f"a topic-renaming transform (RegexRouter) with ${{topic}} in {routed} is not supported "
-                             "yet: the target is routed by the Kafka topic")
+        if routed and self.transforms.renames_topics and not self.follows_routers:
+            raise ValueError(f"a topic-renaming transform (RegexRouter) with ${{topic}} in {routed} is not supported: "
+                             f"rename topics with {routed} (MirrorMaker 2 runs a router on the record's renamed topic, "
+                             "which this connector's transforms, run on the source's records, do not see)")
         return self
-
-    def routed_target_key(self) -> str | None:
-        return None
 
 
 class GcpCredentialsKeys(BaseModel):

@@ -71,14 +71,20 @@ def write_records(tally_settings: TallySettings, open_writer: OpenWriter,
     yield tally.summary()
 
 
+# The column of the topic a router gave each record, present once a router renamed one in the batch.
+ROUTED_TOPIC = "routed_topic"
+
+
 def through_transforms(chain: ColumnarChain, tally: SinkTally, batch: pa.RecordBatch) -> pa.RecordBatch:
     """The batch after the transforms: with the headers they gave each record, without the records a Filter
-    dropped (counted read and skipped here). Each record keeps its Kafka topic: the counts and positions are the
-    source partition's, and a sink routed by the topic refuses a router (its config)."""
+    dropped (counted read and skipped here). Each record keeps its Kafka topic in `topic` (the counts and positions
+    are the source partition's); the topic a router gave it is in ROUTED_TOPIC (`target_topics`)."""
     transformed = chain.apply(batch)
     if "headers" in batch.schema.names:
         index = batch.schema.get_field_index("headers")
         batch = batch.set_column(index, "headers", transformed.batch.column("headers"))
+    if transformed.topics_changed:
+        batch = batch.append_column(ROUTED_TOPIC, transformed.batch.column("topic"))
     if transformed.dropped is None:
         return batch
     dropped = batch.filter(pa.array(transformed.dropped))
@@ -86,3 +92,9 @@ def through_transforms(chain: ColumnarChain, tally: SinkTally, batch: pa.RecordB
     for topic, partition in zip(dropped.column("topic").to_pylist(), dropped.column("partition").to_pylist()):
         tally.partition(topic, partition).skipped += 1
     return batch.filter(pa.array(~transformed.dropped))
+
+
+def target_topics(batch: pa.RecordBatch) -> list[str]:
+    """Each record's topic as a sink routed by `${topic}` sends it: the one a router gave it, else its own, as a
+    Kafka Connect sink task is handed the record after the transforms."""
+    return batch.column(ROUTED_TOPIC if ROUTED_TOPIC in batch.schema.names else "topic").to_pylist()

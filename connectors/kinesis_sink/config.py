@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
@@ -16,10 +16,13 @@ MAX_BYTES_PER_RECORD = 1024 * 1024  # data and partition key together
 
 
 class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys):
+    follows_routers: ClassVar[bool] = True
+
     stream_name: str = Field(alias="kinesis.stream.name", min_length=1, max_length=128,
                              pattern=r"^([a-zA-Z0-9_.-]|\$\{topic\})+$",
                              description="the stream written; ${topic} routes each Kafka topic to its own stream "
-                                         "(kafka-${topic}), every one checked before the run reads")
+                                         "(kafka-${topic}), every one checked before the run reads; behind a "
+                                         "RegexRouter, the topic the router gives the record (Transforms)")
     region: str = Field("us-east-1", alias="kinesis.region", description="the stream's region")
     endpoint: str | None = Field(None, alias="kinesis.endpoint",
                                  description="another endpoint; default: AWS_ENDPOINT_URL, else AWS's own")

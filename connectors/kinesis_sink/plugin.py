@@ -23,7 +23,8 @@ SINK = KafkaSink(prepare=_writer, transforms_before_writer=True)
 
 def _stream(bridge: Bridge) -> tuple[Endpoint, ...]:
     cfg = bridge.config
-    streams = sorted({cfg.stream_for(t) for t in cfg.topic_list()}) if is_routed(cfg.stream_name) else [cfg.stream_name]
+    streams = (sorted({cfg.stream_for(t) for t in cfg.topics_after_transforms(cfg.topic_list())})
+               if is_routed(cfg.stream_name) else [cfg.stream_name])
     return tuple(Endpoint(("kinesis", cfg.region, stream), "kinesis", f"Kinesis stream {stream} ({cfg.region})")
                  for stream in streams)
 

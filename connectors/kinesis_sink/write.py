@@ -16,7 +16,7 @@ from google.api_core.retry import exponential_sleep_generator
 
 from connectors.errors import BatchError, RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.sink_writer import OpenWriter, SinkWriter
+from connectors.kafka.sink_writer import OpenWriter, SinkWriter, target_topics
 from connectors.kinesis_sink.config import MAX_BYTES_PER_RECORD, KinesisSinkConfig
 from connectors.outage import Unreachable
 
@@ -200,8 +200,10 @@ def check_stream(config: KinesisSinkConfig, stream: str) -> None:
 
 
 def kinesis_writer(config: KinesisSinkConfig, kafka: KafkaAdmin) -> OpenWriter:
-    """Driver side: the bridge's Kinesis streams each checked to exist, then how a task opens its writer."""
-    for topic in kafka.partitions(config.topic_list() or None, config.topics_regex):
+    """Driver side: the bridge's Kinesis streams each checked to exist, then how a task opens its writer. Routed by
+    a transform, those its records' topics decide are checked by the task at first use."""
+    topics = list(kafka.partitions(config.topic_list() or None, config.topics_regex))
+    for topic in config.topics_after_transforms(topics) if config.routed_by_transforms() else topics:
         check_stream(config, config.stream_for(topic))
     return functools.partial(KinesisWriter, config)
 
@@ -219,9 +221,11 @@ class KinesisWriter(SinkWriter):
         slot, row = origin
         slot.counts(row).published += 1
 
-    def _putter_for(self, kafka_topic: str) -> tuple[KinesisPutter, list[str]]:
-        cfg, stream = self.config, self.config.stream_for(kafka_topic)
+    def _putter_for(self, topic: str) -> tuple[KinesisPutter, list[str]]:
+        cfg, stream = self.config, self.config.stream_for(topic)
         if stream not in self._putters:
+            if cfg.routed_by_transforms():
+                check_stream(cfg, stream)
             self._putters[stream] = (
                 KinesisPutter(self._client, stream, cfg.max_request_records, cfg.max_request_bytes,
                               cfg.retry_timeout_ms / 1000, self._delivered),
@@ -231,7 +235,7 @@ class KinesisWriter(SinkWriter):
     def put(self, records: pa.RecordBatch) -> None:
         cfg, slot = self.config, TalliedBatch(records, self.tally)
         keys, values = records.column("key").to_pylist(), records.column("value").to_pylist()
-        partitions, topics = records.column("partition").to_pylist(), records.column("topic").to_pylist()
+        partitions, topics = records.column("partition").to_pylist(), target_topics(records)
         for row, (key, value, partition, topic) in enumerate(zip(keys, values, partitions, topics)):
             if value is None:  # a tombstone has nothing to put
                 slot.counts(row).skipped += 1

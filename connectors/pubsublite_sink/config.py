@@ -40,10 +40,8 @@ class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Erro
 
     _location = field_validator("pubsublite_location")(check_location)
 
-    def routed_by_transforms(self) -> bool:
-        """${topic} in pubsublite.topic and a topic-renaming transform (RegexRouter, TimestampRouter): each record's
-        Lite topic follows its topic after the transforms, so the targets are known only from the records."""
-        return is_routed(self.pubsublite_topic) and bool(self.transforms) and self.transforms.renames_topics
+    def routed_target_key(self) -> str | None:
+        return "pubsublite.topic" if is_routed(self.pubsublite_topic) else None
 
     def topic_path(self, kafka_topic: str = ""):
         """The Lite topic a record of `kafka_topic` goes to (the template itself when it is not routed)."""

@@ -38,10 +38,7 @@ def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
     if not is_routed(cfg.pubsublite_topic):
         return (endpoints.lite_topic(str(cfg.topic_path())),)
     # Each source topic's Lite topic, through the routers where its name alone decides (none is drawn otherwise).
-    topics = sorted(set(cfg.topic_list()))
-    if cfg.routed_by_transforms():
-        topics = sorted({t for t in map(cfg.transforms.topic_after, topics) if t is not None})
-    return tuple(endpoints.lite_topic(str(cfg.topic_path(t))) for t in topics)
+    return tuple(endpoints.lite_topic(str(cfg.topic_path(t))) for t in cfg.topics_after_transforms(cfg.topic_list()))
 
 
 CONNECTOR = ConnectorPlugin(

@@ -30,7 +30,8 @@ SINK = KafkaSink(prepare=_writer, linger_s=_linger_s, transforms_before_writer=T
 
 def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
     cfg = bridge.config
-    topics = sorted({cfg.topic_for(t) for t in cfg.topic_list()}) if is_routed(cfg.topic) else [cfg.topic]
+    topics = (sorted({cfg.topic_for(t) for t in cfg.topics_after_transforms(cfg.topic_list())})
+              if is_routed(cfg.topic) else [cfg.topic])
     # persistent://tenant/namespace/topic -> pulsar/tenant/namespace/topic
     return tuple(Endpoint(("pulsar", *topic.split("://", 1)[-1].split("/")), "pulsar", f"Pulsar topic {topic}")
                  for topic in topics)

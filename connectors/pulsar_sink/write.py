@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from connectors.errors import BatchError, RecordError
 from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.sink_writer import SinkWriter
+from connectors.kafka.sink_writer import SinkWriter, target_topics
 from connectors.outage import Unreachable
 from connectors.pulsar_sink.config import PulsarSinkConfig
 
@@ -122,7 +122,8 @@ class PulsarWriter(SinkWriter):
     def put(self, records: pa.RecordBatch) -> None:
         cfg, slot = self.config, TalliedBatch(records, self.tally)
         columns = {name: records.column(name).to_pylist()
-                   for name in ("topic", "key", "value", "headers", "timestamp_ms", "timestampType")}
+                   for name in ("key", "value", "headers", "timestamp_ms", "timestampType")}
+        topics = target_topics(records)
         for row in range(records.num_rows):
             value = columns["value"][row]
             if value is None:  # a tombstone has no Pulsar counterpart
@@ -135,7 +136,7 @@ class PulsarWriter(SinkWriter):
                 kwargs["partition_key"] = key.decode("utf-8", "backslashreplace")
             if columns["timestampType"][row] != NO_TIMESTAMP and columns["timestamp_ms"][row] is not None:
                 kwargs["event_timestamp"] = columns["timestamp_ms"][row]
-            self._send(self._producer_for(cfg.topic_for(columns["topic"][row])), value, self._callback(slot, row),
+            self._send(self._producer_for(cfg.topic_for(topics[row])), value, self._callback(slot, row),
                        **kwargs)
 
     def flush(self) -> None:

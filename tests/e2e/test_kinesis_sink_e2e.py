@@ -142,3 +142,34 @@ def test_a_filter_on_the_topic_name_runs_before_kinesis(stack, spark, tmp_path, 
     assert metadata["records_published"].value == 10 and metadata["records_skipped"].value == 10
     records = [r for shard in kinesis_records_by_shard(stream).values() for r in shard]
     assert sorted(r["Data"] for r in records) == sorted(f"{kept}-{i}".encode() for i in range(10))
+
+
+def test_a_router_sends_each_record_to_the_stream_of_its_new_topic(stack, spark, tmp_path, unique):
+    """RegexRouter before `kinesis.stream.name=s-${topic}`, as a Kafka Connect worker hands a sink task the routed
+    record: two source topics merge into one stream; a third, routed only under a predicate (so the driver cannot
+    know its stream), goes to the stream its records name, looked up by the task; the positions stay the sources'."""
+    merged = [f"kinrx-{unique}-eu", f"kinrx-{unique}-us"]
+    audit = f"kinrx-{unique}-audit"
+    for topic in (*merged, audit):
+        kafka_admin().create_topic(topic, partitions=1)
+        produce(topic, [(None, f"{topic}-{i}") for i in range(10)])
+    create_kinesis_stream(f"s-orders-{unique}", shards=1)
+    create_kinesis_stream(f"s-audit-{unique}", shards=1)
+    smt = "org.apache.kafka.connect.transforms."
+    name = f"kinrx_{unique}"
+    defs = build_definitions(_bridges(tmp_path, name, ",".join((*merged, audit)), "s-${topic}", {
+        "transforms": "merge,audit", "transforms.merge.type": smt + "RegexRouter",
+        "transforms.merge.regex": r"kinrx-(\w+)-(eu|us)", "transforms.merge.replacement": "orders-$1",
+        "transforms.audit.type": smt + "RegexRouter", "transforms.audit.regex": r"kinrx-(\w+)-audit",
+        "transforms.audit.replacement": "audit-$1", "transforms.audit.predicate": "isaudit",
+        "predicates": "isaudit", "predicates.isaudit.type": smt + "predicates.TopicNameMatches",
+        "predicates.isaudit.pattern": ".*-audit"}))
+    instance = DagsterInstance.ephemeral()
+
+    metadata = materialize_bridge(defs, name, instance)
+    assert metadata["records_published"].value == 30
+    [orders] = kinesis_records_by_shard(f"s-orders-{unique}").values()
+    assert sorted(r["Data"].decode() for r in orders) == sorted(f"{topic}-{i}" for topic in merged for i in range(10))
+    [audited] = kinesis_records_by_shard(f"s-audit-{unique}").values()
+    assert sorted(r["Data"].decode() for r in audited) == sorted(f"{audit}-{i}" for i in range(10))
+    assert metadata["kafka_offsets"].value == {topic: {"0": 10} for topic in (*merged, audit)}

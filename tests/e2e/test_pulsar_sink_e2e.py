@@ -102,3 +102,34 @@ def test_a_chain_of_filter_insert_header_and_drop_headers_runs_before_pulsar(sta
     messages = _receive_all(f"persistent://public/default/{topic}", 15)
     assert sorted(m.partition_key() for m in messages) == sorted(f"k{i}" for i in range(20) if i % 4)
     assert all(m.properties() == {"trace": f"t{m.partition_key()[1:]}", "source": "kafka"} for m in messages)
+
+
+def test_a_router_sends_each_record_to_the_pulsar_topic_of_its_new_topic(stack, spark, tmp_path, unique):
+    """RegexRouter before the default `pulsar.topic` (persistent://public/default/${topic}), as a Kafka Connect
+    worker hands a sink task the routed record: each region's topic lands in one Pulsar topic per region without its
+    prefix, and the next batch resumes from the source topics' positions."""
+    topics = [f"plr-{unique}-{n}" for n in ("eu", "us")]
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for topic in topics:
+        kafka_admin().create_topic(topic, partitions=2)
+        for i in range(10):
+            producer.produce(topic, key=f"k{i}".encode(), value=f"{topic}-{i}".encode())
+    assert producer.flush(30) == 0
+    path = tmp_path / "bridges.yaml"
+    name = f"plr_{unique}"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "PulsarSinkConnector", "mode": "batch",
+                                                 "config": {
+        "topics": ",".join(topics), "pulsar.service.url": os.environ["PULSAR_SERVICE_URL"], "transforms": "region",
+        "transforms.region.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.region.regex": f"plr-{unique}-(.*)", "transforms.region.replacement": f"orders-$1-{unique}"}}]}))
+    defs, instance = build_definitions(str(path)), DagsterInstance.ephemeral()
+
+    assert materialize_bridge(defs, name, instance)["records_published"].value == 20
+    for topic, region in zip(topics, ("eu", "us")):
+        messages = _receive_all(f"persistent://public/default/orders-{region}-{unique}", 10)
+        assert sorted(m.data() for m in messages) == sorted(f"{topic}-{i}".encode() for i in range(10))
+
+    producer.produce(topics[1], key=b"late", value=b"late")
+    assert producer.flush(30) == 0
+    assert materialize_bridge(defs, name, instance)["records_published"].value == 1
+    assert len(_receive_all(f"persistent://public/default/orders-us-{unique}", 11)) == 11

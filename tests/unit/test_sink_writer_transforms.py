@@ -1,12 +1,13 @@
 """The shared task body of the sinks without converters (Kafka, Kinesis, Pulsar) runs the bridge's column-wise transforms
 before their writer: what a Filter drops is counted read and skipped, the rest reaches the writer with the headers
-the chain gave it and its own Kafka topic (the counts and positions are the source partition's)."""
+the chain gave it and its own Kafka topic (the counts and positions are the source partition's), and the topic a
+router gave it beside."""
 
 import pyarrow as pa
 
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.sink_tally import TalliedBatch
-from connectors.kafka.sink_writer import SinkWriter, TallySettings, write_records
+from connectors.kafka.sink_writer import SinkWriter, TallySettings, target_topics, write_records
 from connectors.pulsar_sink.config import PulsarSinkConfig
 from connectors.transforms.columnar import ColumnarChain
 from tests.unit.kafka_rows import awkward_kafka_rows
@@ -63,6 +64,24 @@ def test_dropped_records_are_counted_and_the_rest_keep_their_topic_with_the_chai
     assert sum(r["skipped"] for r in rows) == tombstones
     assert sum(r["published"] for r in rows) == batch.num_rows - tombstones
     assert {(r["topic"], r["partition"]) for r in rows} == {("t", 0), ("t", 1), ("t", 2)}
+    # The router's topic is what a sink routed by ${topic} sends each record by; the record's own stays in `topic`.
+    assert all(target_topics(b) == ["u"] * b.num_rows for b in writers[0].put_batches)
+    assert set(put.column("topic").to_pylist()) == {"t"}
+
+
+def test_without_a_router_the_target_topic_is_the_records_own():
+    chain = _chain(**{"transforms": "tag", "transforms.tag.type": T + "InsertHeader",
+                      "transforms.tag.header": "source", "transforms.tag.value.literal": "kafka"})
+    writers = []
+
+    def open_writer(tally):
+        writers.append(_Writer(tally))
+        return writers[-1]
+
+    batch = awkward_kafka_rows()
+    list(write_records(TallySettings("b", ErrorHandlingKeys.model_validate({}), {}, chain), open_writer,
+                       iter([batch])))
+    assert [target_topics(b) for b in writers[0].put_batches] == [batch.column("topic").to_pylist()]
 
 
 def test_a_batch_the_chain_drops_whole_never_reaches_the_writer():
@@ -91,9 +110,9 @@ def test_the_sinks_without_converters_refuse_what_they_cannot_run_in_one_line():
                                           "transforms.c.spec": "int32"})
     router = {"transforms": "r", "transforms.r.type": T + "RegexRouter", "transforms.r.regex": "(.*)",
               "transforms.r.replacement": "x-$1"}
-    with pytest.raises(ValueError, match=r"RegexRouter\) with \$\{topic\} in kinesis.stream.name is not supported"):
-        KinesisSinkConfig.model_validate({**kinesis, "kinesis.stream.name": "k-${topic}", **router})
-    assert KinesisSinkConfig.model_validate({**kinesis, **router}).transforms
+    routed = KinesisSinkConfig.model_validate({**kinesis, "kinesis.stream.name": "k-${topic}", **router})
+    assert routed.routed_by_transforms() and routed.topics_after_transforms(["t", "u"]) == ["x-t", "x-u"]
+    assert not KinesisSinkConfig.model_validate({**kinesis, **router}).routed_by_transforms()
 
 
 def test_the_kafka_sink_takes_a_router_only_where_its_target_topic_is_fixed():
