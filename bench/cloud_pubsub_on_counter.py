@@ -11,7 +11,8 @@ Connect worker (bench.java_reference, through its TLS front) and ours at seed de
 Spark Connect engine (bench.throughput, after its untimed warm-up batch); the order alternates from round to round.
 Every row moves `--records` records (20 s or more of steady state at 1 KiB).
 - sink: Kafka -> Pub/Sub; the endpoint's count must show every row arrived. A row of the endpoint's own limit comes
-  first: a Go client publishing to it as fast as it answers.
+  first: a Go client publishing to it as fast as it answers. Ours is measured twice per round: one micro-batch, and
+  always on (a continuous run of its own draining a topic of `--records`).
 - source: Pub/Sub -> Kafka, each row from a subscription of its own preloaded with `--records` messages; the Java row
   is first to last arrival in a LogAppendTime topic, ours the batch (plan to last write committed).
 Prints medians with min-max and the ratio of the medians, says when the spreads overlap, and writes
@@ -28,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -36,8 +38,11 @@ from rich.markdown import Markdown
 from bench.common import (
     BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap,
 )
+from bench.continuous import continuous_run
 from bench.data import kafka_topic, pubsub_topic, unique_name
 from bench.java_reference import java_reference
+from bench.process_memory import PeakMemory, TreeCpu
+from bench.throughput import STRING_KEYS
 from bench.pubsub_counter import PubSubCounter, flood, running_counter
 
 HERE = Path(__file__).resolve().parent
@@ -99,6 +104,37 @@ def our_row(connector: str, counter: PubSubCounter, records: int, size: int) -> 
     return _arrived(row, counter, before, 2 * records, "ours") if connector == "sink" else row
 
 
+def our_always_on_row(counter: PubSubCounter, remote: str, engine_pid: int, records: int, size: int) -> dict:
+    """Ours always on (a continuous run of its own, `dagster job execute` of the bridge's job) at seed defaults on the
+    warm Spark Connect engine, draining a topic filled with `records` records: from the first message the endpoint
+    counts to the last (the Java row counts from its first partition assignment, a moment before its first publish).
+    CPU: the run's process tree and the Spark Connect server over that span."""
+    topic = kafka_topic(unique_name("ours-always-on"), PARTITIONS, records, size)
+    destination, _ = pubsub_topic(unique_name("ours-always-on"), subscribe=False)
+    entry = {"name": unique_name("always_on_sink").replace("-", "_"), "connector": CONNECTORS["sink"],
+             "config": {"topics": topic, "cps.project": "bench", "cps.topic": destination.rsplit("/", 1)[-1],
+                        **STRING_KEYS}}
+    before = counter.stats()["published"]["messages"]
+    with continuous_run(entry, remote) as run, PeakMemory(also=(engine_pid,), root=run.pid) as memory:
+        deadline = time.monotonic() + 120
+        while (first := counter.stats()["published"]["messages"] - before) == 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("ours always on: nothing reached the counting endpoint within 120 s")
+            time.sleep(0.02)
+        started = time.monotonic()
+        with TreeCpu(run.pid, engine_pid) as cpu:
+            deadline = started + 600
+            while (arrived := counter.stats()["published"]["messages"] - before) < records:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"ours always on: {arrived:,} of {records:,} arrived within 600 s")
+                time.sleep(0.02)
+            seconds, cpu_s = time.monotonic() - started, cpu.seconds()
+    moved = records - first
+    return {"records": moved, "seconds": round(seconds, 3), "cpu_s": round(cpu_s, 2),
+            "cpu_per_100k": round(cpu_s * 100_000 / moved, 2), "peak_mb": round(memory.peak / 1e6),
+            "arrived": arrived}
+
+
 def _arrived(row: dict, counter: PubSubCounter, before: int, expected: int, who: str) -> dict:
     """The row with what the endpoint counted in it (warm-up and row): fewer than sent is a failed row, not a fast
     one."""
@@ -110,7 +146,9 @@ def _arrived(row: dict, counter: PubSubCounter, before: int, expected: int, who:
 
 def render(results: dict) -> str:
     ours, java = rounds_summary(results["ours"]), rounds_summary(results["java"])
-    peak_mb = {name: statistics.median(r["peak_mb"] for r in results[name]) for name in ("ours", "java")}
+    always_on = rounds_summary(results["ours_always_on"]) if results.get("ours_always_on") else None
+    peak_mb = {name: statistics.median(r["peak_mb"] for r in results[name])
+               for name in ("ours", "java", "ours_always_on") if results.get(name)}
     ratio = ours["rate_median"] / java["rate_median"]
     cpu_ratio = ours["cpu_median"] / java["cpu_median"]
     connector = results.get("connector", "sink")
@@ -118,12 +156,15 @@ def render(results: dict) -> str:
              f"{results['records']:,} records of {results['size']:,} B per row, {PARTITIONS} partitions, seed "
              f"defaults, {results['rounds']} rounds with the order alternating, on the counting Pub/Sub endpoint. "
              "Java: the 1.3.3 connector, tasks.max=2, on a warm worker; ours: one micro-batch on the warm Spark "
-             "Connect engine. Medians (min-max). CPU counts the Java worker's JVM, and for ours the run process and "
-             "the Spark Connect server.",
+             "Connect engine" + (", and always on (a continuous run of its own draining the row's backlog, from the "
+                                 "first message counted to the last)" if always_on else "") +
+             ". Medians (min-max). CPU counts the Java worker's JVM, and for ours the run's processes and the Spark "
+             "Connect server.",
              "",
              "| | records/s | CPU s per 100k | peak MB |",
              "| --- | --- | --- | --- |"]
-    for name, key, s in (("ours", "ours", ours), ("Java", "java", java)):
+    shown = [("ours", "ours", ours)] + ([("ours, always on", "ours_always_on", always_on)] if always_on else [])
+    for name, key, s in (*shown, ("Java", "java", java)):
         lines.append(f"| {name} | {s['rate_median']:,.0f} ({s['rate_min']:,.0f}-{s['rate_max']:,.0f}) | "
                      f"{s['cpu_median']:.2f} ({s['cpu_min']:.2f}-{s['cpu_max']:.2f}) | {peak_mb[key]:,.0f} |")
     if "endpoint_limit" in results:
@@ -131,6 +172,9 @@ def render(results: dict) -> str:
                      f"{results['endpoint_limit']:,} | | |")
     lines += ["", f"Ours ÷ Java: **{ratio:.2f}x** the records/s at **{cpu_ratio:.2f}x** the CPU per record "
               f"({TARGET})."]
+    if always_on:
+        lines.append(f"Always on ÷ Java: **{always_on['rate_median'] / java['rate_median']:.2f}x** the records/s at "
+                     f"**{always_on['cpu_median'] / java['cpu_median']:.2f}x** the CPU per record.")
     splits = [r["cpu_split_per_100k"] for r in results["ours"] if "cpu_split_per_100k" in r]
     if splits:
         kinds = sorted({kind for split in splits for kind in split})
@@ -151,7 +195,9 @@ def main() -> None:
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
 
-    with bench_stack(), running_counter() as counter:
+    with bench_stack() as stack, running_counter() as counter:
+        remote = stack.env()["BRIDGE_SPARK_REMOTE"]
+        engine_pid = {server.name: server.pid for server in stack.status()}["spark"]
         os.environ["PUBSUB_EMULATOR_HOST"] = counter.endpoint  # ours, and the Java worker's TLS front, point at it
         admin = KafkaAdmin(KafkaConnection(os.environ["KAFKA_BOOTSTRAP_SERVERS"]))
         if args.connector == "sink":
@@ -168,9 +214,11 @@ def main() -> None:
                 return java_sink_row(counter, admin, topic, warm_up, args.records, round_no)
             return java_source_row(counter, admin, args.records, args.size, round_no)
 
-        results |= alternating_rounds(args.rounds, {
-            "java": java, "ours": lambda round_no: our_row(args.connector, counter, args.records, args.size)},
-            console.print)
+        sides = {"java": java, "ours": lambda round_no: our_row(args.connector, counter, args.records, args.size)}
+        if args.connector == "sink":
+            sides["ours_always_on"] = lambda round_no: our_always_on_row(counter, remote, engine_pid, args.records,
+                                                                         args.size)
+        results |= alternating_rounds(args.rounds, sides, console.print)
     (HERE / f"cloud_pubsub_on_counter_{args.connector}.json").write_text(json.dumps(results, indent=1))
     Console().print(Markdown(render(results)))
 

@@ -52,12 +52,13 @@ def tree_rss_by_kind(root: int) -> Counter:
 
 
 class PeakMemory(threading.Thread):
-    """Peak of this process tree plus the trees of `also` (e.g. a Spark Connect server):
+    """Peak of this process tree (or `root`'s) plus the trees of `also` (e.g. a Spark Connect server):
     `peak` of the sum, `peak_by_kind` of the JVM and the Python processes each, and `also_at_start`, what the
     trees of `also` held when it started (a shared server's resident memory before this run's work)."""
 
-    def __init__(self, also: tuple[int, ...] = (), interval_s: float = 0.2):
+    def __init__(self, also: tuple[int, ...] = (), interval_s: float = 0.2, root: int | None = None):
         super().__init__(daemon=True)
+        self._root = os.getpid() if root is None else root
         self._also = also
         self.peak = 0
         self.peak_by_kind: Counter = Counter()
@@ -70,7 +71,7 @@ class PeakMemory(threading.Thread):
             self._sample()
 
     def _sample(self) -> None:
-        sample = tree_rss_by_kind(os.getpid())
+        sample = tree_rss_by_kind(self._root)
         for pid in self._also:
             sample.update(tree_rss_by_kind(pid))
         self.peak = max(self.peak, sum(sample.values()))

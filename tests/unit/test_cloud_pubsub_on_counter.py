@@ -42,3 +42,12 @@ def test_a_source_table_has_no_endpoint_limit_row():
     del results["endpoint_limit"]
     table = render(results)
     assert "the Cloud Pub/Sub source" in table and "endpoint's limit" not in table and "**2.00x**" in table
+
+
+def test_the_always_on_rows_have_their_line_and_ratio_beside_the_batch_ones():
+    results = {**_results([_row(90_000, 2.0)] * 3, [_row(45_000, 4.0)] * 3),
+               "ours_always_on": [_row(r, 1.5) for r in (120_000, 135_000, 150_000)]}
+    table = render(results)
+    assert "| ours, always on | 135,000 (120,000-150,000) | 1.50 (1.50-1.50) | 500 |" in table
+    assert "Always on ÷ Java: **3.00x** the records/s at **0.38x** the CPU per record." in table
+    assert "always on" not in render(_results([_row(90_000, 2.0)] * 3, [_row(45_000, 4.0)] * 3))
