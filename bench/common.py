@@ -79,10 +79,10 @@ def spreads_overlap(ours: dict, reference: dict) -> bool:
     return ours["rate_min"] <= reference["rate_max"] and reference["rate_min"] <= ours["rate_max"]
 
 
-def rounds_arguments(description: str) -> argparse.ArgumentParser:
-    """The options of a bench in rounds: --records and --size per row, --rounds."""
+def rounds_arguments(description: str, records: int = 1_000_000) -> argparse.ArgumentParser:
+    """The options of a bench in rounds: --records (default `records`) and --size per row, --rounds."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--records", type=int, default=records)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
     return parser

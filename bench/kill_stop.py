@@ -10,14 +10,18 @@ broker's LogAppendTime; one clock, this machine's), and how many it wrote after 
   job dies with the run's process;
 - source-batch: a Cloud Pub/Sub source batch (CloudPubSubSourceConnector, seed defaults) of a 60,000-message
   backlog into a Kafka topic of the stack's own cluster, killed about a second into its arrivals; the same lease;
-- lite-source-batch: the same with the Pub/Sub Lite source, a backlog of 300,000 messages on the stack's Lite server.
+- lite-source-batch: the same with the Pub/Sub Lite source, a backlog of 300,000 messages on the stack's Lite server;
+- cloud-sink-batch: a Cloud Pub/Sub sink batch (CloudPubSubSinkConnector, seed defaults) of the Kafka backlog into
+  the counting Pub/Sub endpoint (bench.pubsub_counter), killed about a second into its arrivals; the last publish
+  the endpoint counted ends it (pstest's 40,000/s would pace the batch instead).
 
-    python -m bench.kill_stop [--rounds 3] [--modes continuous,batch,source-batch,lite-source-batch]
+    python -m bench.kill_stop [--rounds 3] [--modes continuous,batch,source-batch,lite-source-batch,cloud-sink-batch]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -29,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -37,6 +42,7 @@ from bench.continuous import produce_steady
 from bench.data import (
     LITE_LOCATION, PROJECT, kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name,
 )
+from bench.pubsub_counter import PubSubCounter, running_counter
 from bridgectl.paths import PROJECT_ROOT
 
 PARTITIONS = 4
@@ -84,6 +90,10 @@ def _start_run(name: str, topic: str, mode: str, remote: str | None, work: Path)
                  "config": {"pubsublite.project": PROJECT, "pubsublite.location": LITE_LOCATION,
                             "pubsublite.subscription": topic, "kafka.topic": topic},
                  "batch": {"max_records": BACKLOG}}
+    if mode == "cloud-sink-batch":  # to the Pub/Sub topic of the same name on the counting endpoint
+        entry = {"name": name, "connector": "CloudPubSubSinkConnector", "mode": "batch",
+                 "config": {"topics": topic, "cps.project": PROJECT, "cps.topic": topic},
+                 "batch": {"initial_offsets": "earliest", "max_records": BACKLOG}}
     if mode == "continuous":
         entry |= {"mode": "continuous", "continuous": {"commit_interval_ms": 5000, "max_run_minutes": 10, "host": None}}
     (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [entry]}))
@@ -107,6 +117,32 @@ def _wait(condition, what: str, timeout_s: float = 180) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting until {what}")
         time.sleep(0.05)
+
+
+def cloud_sink_kill_round(counter: PubSubCounter, remote: str | None) -> dict:
+    """One killed Cloud sink batch: seconds from the kill to the last publish the counting endpoint counted, and the
+    messages counted after it (the endpoint's count has no time of its own per message)."""
+    name, topic = unique_name("kill").replace("-", "_"), unique_name("kill")
+    kafka_topic(topic, PARTITIONS, BACKLOG, RECORD_BYTES)
+    pubsub_topic(topic, subscribe=False)
+    before = counter.stats()["published"]["messages"]
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        run = _start_run(name, topic, "cloud-sink-batch", remote, Path(tmp))
+        try:
+            _wait(lambda: counter.stats()["published"]["messages"] > before, "the batch's first messages arrived")
+            time.sleep(1.0)
+            assert run.poll() is None, (Path(tmp) / "run.log").read_text()[-3000:]
+            os.killpg(run.pid, signal.SIGKILL)
+            killed_at, at_kill = time.time(), counter.stats()["published"]["messages"]
+            run.wait()
+            time.sleep(15)  # longer than any orphan work lasts
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+    published = counter.stats()["published"]
+    last = published["last_unix_ns"] / 1e9
+    return {"stopped_after_s": round(max(0.0, last - killed_at), 2),
+            "written_after_kill": published["messages"] - at_kill, "written_before_kill": at_kill - before}
 
 
 def kill_round(mode: str, remote: str | None) -> dict:
@@ -162,27 +198,49 @@ def kill_round(mode: str, remote: str | None) -> dict:
             "written_by_tenth_s": by_tenth}
 
 
+@contextlib.contextmanager
+def _counting_endpoint() -> Iterator[PubSubCounter]:
+    """The counting Pub/Sub endpoint as this process's and its runs' Pub/Sub until the block ends (pstest again after)."""
+    before = os.environ.get("PUBSUB_EMULATOR_HOST")
+    with running_counter() as counter:
+        os.environ["PUBSUB_EMULATOR_HOST"] = counter.endpoint
+        try:
+            yield counter
+        finally:
+            if before is None:
+                os.environ.pop("PUBSUB_EMULATOR_HOST", None)
+            else:
+                os.environ["PUBSUB_EMULATOR_HOST"] = before
+
+
+def mode_rows(mode: str, remote: str, rounds: int) -> dict[str, dict]:
+    """`rounds` killed runs of `mode` on each engine."""
+    rows = {}
+    with _counting_endpoint() if mode == "cloud-sink-batch" else contextlib.nullcontext() as counter:
+        for engine, url in (("connect", remote), ("classic", None)):
+            killed = []
+            for i in range(rounds):
+                print(f"kill -9 of a {mode} run on the {engine} engine, round {i + 1} ...", flush=True)
+                killed.append(cloud_sink_kill_round(counter, url) if counter else kill_round(mode, url))
+                print(f"  {killed[-1]}", flush=True)
+            stops = [r["stopped_after_s"] for r in killed]
+            rows[f"{mode}, {engine}"] = {"rounds": killed, "median_s": statistics.median(stops), "max_s": max(stops)}
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--modes", default="continuous,batch,source-batch,lite-source-batch",
-                        help="comma list of continuous, batch, source-batch, lite-source-batch")
+    parser.add_argument("--modes", default="continuous,batch,source-batch,lite-source-batch,cloud-sink-batch",
+                        help="comma list of continuous, batch, source-batch, lite-source-batch, cloud-sink-batch")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "kill_stop.json"))
     args = parser.parse_args()
     results: dict = {"rounds": args.rounds, "rows": {}}
     with bench_stack() as stack:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
         for mode in [m.strip() for m in args.modes.split(",")]:
-            for engine, url in (("connect", remote), ("classic", None)):
-                key = f"{mode}, {engine}"
-                rounds = []
-                for i in range(args.rounds):
-                    print(f"kill -9 of a {mode} run on the {engine} engine, round {i + 1} ...", flush=True)
-                    rounds.append(kill_round(mode, url))
-                    print(f"  {rounds[-1]}", flush=True)
-                stops = [r["stopped_after_s"] for r in rounds]
-                results["rows"][key] = {"rounds": rounds, "median_s": statistics.median(stops), "max_s": max(stops)}
-                Path(args.out).write_text(json.dumps(results, indent=1))  # each row as it is measured
+            results["rows"] |= mode_rows(mode, remote, args.rounds)
+            Path(args.out).write_text(json.dumps(results, indent=1))  # each mode's rows as they are measured
     print(json.dumps(results, indent=1))
 
 

@@ -36,14 +36,16 @@ type publishCounts struct {
 	messages  int64
 	bytes     int64
 	perSecond map[int64]int64
+	lastNanos int64 // when the last Publish was counted (Unix ns): where a killed run's publishing ended
 }
 
 func (c *publishCounts) add(messages, bytes int64) {
-	second := time.Now().Unix()
+	now := time.Now()
 	c.mu.Lock()
 	c.messages += messages
 	c.bytes += bytes
-	c.perSecond[second] += messages
+	c.perSecond[now.Unix()] += messages
+	c.lastNanos = now.UnixNano()
 	c.mu.Unlock()
 }
 
@@ -332,7 +334,7 @@ func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
 		perSecond[strconv.FormatInt(second, 10)] = n
 	}
 	published := map[string]any{"messages": s.published.messages, "bytes": s.published.bytes,
-		"per_second": perSecond}
+		"per_second": perSecond, "last_unix_ns": s.published.lastNanos}
 	s.published.mu.Unlock()
 	subs := map[string]any{}
 	s.mu.Lock()
@@ -353,6 +355,7 @@ func (s *server) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	s.published.mu.Lock()
 	s.published.messages, s.published.bytes, s.published.perSecond = 0, 0, map[int64]int64{}
+	s.published.lastNanos = 0
 	s.published.mu.Unlock()
 	s.mu.Lock()
 	s.subs = map[string]*subscription{}

@@ -25,13 +25,16 @@ def test_publish_is_counted_and_answered_with_ids(counter):
 
     publisher = pubsub_v1.PublisherClient(pubsub_v1.types.BatchSettings(max_messages=500, max_latency=0.01))
     topic = publisher.topic_path("bench", "counted")
+    started = time.time()
     ids = [future.result(30) for future in [publisher.publish(topic, b"x" * 100) for _ in range(2000)]]
+    answered = time.time()
     assert len(set(ids)) == 2000
     published = counter.stats()["published"]
     assert (published["messages"], published["bytes"]) == (2000, 200_000)
     assert sum(published["per_second"].values()) == 2000
+    assert started <= published["last_unix_ns"] / 1e9 <= answered  # the last Publish's time, on this machine's clock
     counter.reset()
-    assert counter.stats()["published"]["messages"] == 0
+    assert counter.stats()["published"]["messages"] == 0 and counter.stats()["published"]["last_unix_ns"] == 0
 
 
 def test_a_preloaded_subscription_serves_exactly_its_messages_over_pull_and_streaming_pull(counter):
