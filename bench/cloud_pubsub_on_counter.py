@@ -16,7 +16,7 @@ Every row moves `--records` records (20 s or more of steady state at 1 KiB).
 - source: Pub/Sub -> Kafka, each row from a subscription of its own preloaded with `--records` messages; the Java row
   is first to last arrival in a LogAppendTime topic, ours the batch (plan to last write committed).
 Prints medians with min-max and the ratio of the medians, says when the spreads overlap, and writes
-bench/cloud_pubsub_on_counter_<connector>.json.
+bench/cloud_pubsub_on_counter_<connector>.json (`_<size>b` before `.json` for a size other than 1024).
 """
 
 from __future__ import annotations
@@ -220,7 +220,8 @@ def main() -> None:
             sides["ours_always_on"] = lambda round_no: our_always_on_row(counter, remote, engine_pid, args.records,
                                                                          args.size)
         results |= alternating_rounds(args.rounds, sides, console.print)
-    (HERE / f"cloud_pubsub_on_counter_{args.connector}.json").write_text(json.dumps(results, indent=1))
+    sized = "" if args.size == 1024 else f"_{args.size}b"
+    (HERE / f"cloud_pubsub_on_counter_{args.connector}{sized}.json").write_text(json.dumps(results, indent=1))
     Console().print(Markdown(render(results)))
 
 
