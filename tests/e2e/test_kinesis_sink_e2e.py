@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
-from dagster import DagsterInstance, materialize
+from dagster import AssetKey, DagsterInstance, materialize
 
 from bridge_assets.definitions import build_definitions
 from resources import default_resources
@@ -173,3 +173,25 @@ def test_a_router_sends_each_record_to_the_stream_of_its_new_topic(stack, spark,
     [audited] = kinesis_records_by_shard(f"s-audit-{unique}").values()
     assert sorted(r["Data"].decode() for r in audited) == sorted(f"{audit}-{i}" for i in range(10))
     assert metadata["kafka_offsets"].value == {topic: {"0": 10} for topic in (*merged, audit)}
+
+
+def test_a_stream_a_routed_record_names_that_does_not_exist_fails_in_one_line(stack, spark, tmp_path, unique):
+    """A router under a predicate names a stream only the records decide, so the task looks it up when its first
+    record goes there: a stream that does not exist fails the run in one line naming it, and nothing is recorded."""
+    topic, name = f"kinrxnone-{unique}", f"kinrxnone_{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    produce(topic, [(None, "x")])
+    smt = "org.apache.kafka.connect.transforms."
+    defs = build_definitions(_bridges(tmp_path, name, topic, "s-${topic}", {
+        "transforms": "route", "transforms.route.type": smt + "RegexRouter", "transforms.route.regex": "(.*)",
+        "transforms.route.replacement": "gone-$1", "transforms.route.predicate": "any", "predicates": "any",
+        "predicates.any.type": smt + "predicates.TopicNameMatches", "predicates.any.pattern": ".*"}))
+    instance = DagsterInstance.ephemeral()
+    result = materialize([defs.get_assets_def(name)], resources=default_resources(), instance=instance,
+                         raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    description = failure.step_failure_data.user_failure_data.description
+    assert description.startswith(f"bridge {name} (") and "\n" not in description
+    assert f"Kinesis stream s-gone-{topic} (us-east-1): ResourceNotFoundException" in description
+    assert instance.get_latest_materialization_event(AssetKey(name)) is None
