@@ -106,9 +106,9 @@ def our_row(connector: str, counter: PubSubCounter, records: int, size: int) -> 
 
 def our_always_on_row(counter: PubSubCounter, remote: str, engine_pid: int, records: int, size: int) -> dict:
     """Ours always on (a continuous run of its own, `dagster job execute` of the bridge's job) at seed defaults with
-    tasks.max=2 (the Java row's) on the warm Spark Connect engine, draining a topic filled with `records` records: from the first message the endpoint
-    counts to the last (the Java row counts from its first partition assignment, a moment before its first publish).
-    CPU: the run's process tree and the Spark Connect server over that span."""
+    tasks.max=2 (the Java row's) on the warm Spark Connect engine, draining a topic filled with `records` records:
+    from the first message the endpoint counts to the last (the Java row counts from its first partition assignment,
+    a moment before its first publish). CPU: the run's process tree and the Spark Connect server over that span."""
     topic = kafka_topic(unique_name("ours-always-on"), PARTITIONS, records, size)
     destination, _ = pubsub_topic(unique_name("ours-always-on"), subscribe=False)
     entry = {"name": unique_name("always_on_sink").replace("-", "_"), "connector": CONNECTORS["sink"],

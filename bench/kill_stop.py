@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import yaml
 
@@ -119,6 +119,26 @@ def _wait(condition, what: str, timeout_s: float = 180) -> None:
         time.sleep(0.05)
 
 
+def _killed_run(name: str, topic: str, mode: str, remote: str | None, moving: Callable[[], bool], what: str,
+                then_s: float, at_kill: Callable[[], object] = lambda: None) -> tuple[float, object]:
+    """Starts the run, and `then_s` after `moving()` holds kills its process group -9; returns the kill's time and
+    `at_kill()` taken right after it, once any orphan work had time to end."""
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        run = _start_run(name, topic, mode, remote, Path(tmp))
+        try:
+            _wait(moving, what)
+            time.sleep(then_s)
+            assert run.poll() is None, (Path(tmp) / "run.log").read_text()[-3000:]
+            os.killpg(run.pid, signal.SIGKILL)
+            killed_at, seen = time.time(), at_kill()
+            run.wait()
+            time.sleep(15)  # longer than any orphan work lasts (the lease lapses in 0.7 s, the watchdog in seconds)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+    return killed_at, seen
+
+
 def cloud_sink_kill_round(counter: PubSubCounter, remote: str | None) -> dict:
     """One killed Cloud sink batch: seconds from the kill to the last publish the counting endpoint counted, and the
     messages counted after it (the endpoint's count has no time of its own per message)."""
@@ -126,19 +146,9 @@ def cloud_sink_kill_round(counter: PubSubCounter, remote: str | None) -> dict:
     kafka_topic(topic, PARTITIONS, BACKLOG, RECORD_BYTES)
     pubsub_topic(topic, subscribe=False)
     before = counter.stats()["published"]["messages"]
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-        run = _start_run(name, topic, "cloud-sink-batch", remote, Path(tmp))
-        try:
-            _wait(lambda: counter.stats()["published"]["messages"] > before, "the batch's first messages arrived")
-            time.sleep(1.0)
-            assert run.poll() is None, (Path(tmp) / "run.log").read_text()[-3000:]
-            os.killpg(run.pid, signal.SIGKILL)
-            killed_at, at_kill = time.time(), counter.stats()["published"]["messages"]
-            run.wait()
-            time.sleep(15)  # longer than any orphan work lasts
-        finally:
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGKILL)
+    killed_at, at_kill = _killed_run(
+        name, topic, "cloud-sink-batch", remote, lambda: counter.stats()["published"]["messages"] > before,
+        "the batch's first messages arrived", 1.0, lambda: counter.stats()["published"]["messages"])
     published = counter.stats()["published"]
     last = published["last_unix_ns"] / 1e9
     return {"stopped_after_s": round(max(0.0, last - killed_at), 2),
@@ -169,24 +179,16 @@ def kill_round(mode: str, remote: str | None) -> dict:
     halt = threading.Event()
     sender = threading.Thread(target=lambda: [produce_steady(topic, 1000, 1) for _ in iter(halt.is_set, True)],
                               daemon=True)
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-        run = _start_run(name, topic, mode, remote, Path(tmp))
-        try:
-            if mode == "continuous":
-                sender.start()
-                _wait(lambda: len(arrivals.times) >= 3000, "three seconds of records arrived")
-            else:
-                _wait(lambda: len(arrivals.times) > 0, "the batch's first records arrived")
-                time.sleep(1.0)
-            assert run.poll() is None, (Path(tmp) / "run.log").read_text()[-3000:]
-            os.killpg(run.pid, signal.SIGKILL)
-            killed_at = time.time()
-            run.wait()
-            time.sleep(15)  # longer than any orphan work lasts (the lease lapses in 0.7 s, the watchdog in seconds)
-        finally:
-            halt.set()
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGKILL)
+    try:
+        if mode == "continuous":
+            sender.start()
+            killed_at, _ = _killed_run(name, topic, mode, remote, lambda: len(arrivals.times) >= 3000,
+                                       "three seconds of records arrived", 0.0)
+        else:
+            killed_at, _ = _killed_run(name, topic, mode, remote, lambda: len(arrivals.times) > 0,
+                                       "the batch's first records arrived", 1.0)
+    finally:
+        halt.set()
     arrivals.stop()
     after = [t for t in arrivals.times if t > killed_at]
     # Written in each tenth of a second after the kill: a rate that holds until the end is the tasks going on until
