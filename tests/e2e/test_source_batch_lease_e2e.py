@@ -97,8 +97,9 @@ def test_a_lite_source_batch_whose_lease_another_run_holds_stops_and_commits_no_
     config = PubSubLiteSourceConfig.model_validate({
         "pubsublite.project": subscription.project, "pubsublite.location": LOCATION,
         "pubsublite.subscription": subscription.name, "kafka.topic": kafka_topic,
-        # Small reads: each task looks at its lease between them.
-        "pubsublite.partition_flow_control.messages": 100})
+        # Ten-message reads: the task reading the backlog takes ~2 s, about twenty looks at its lease. At 100 it took
+        # ~0.3 s and now and then ended before its second look (1 run in 10), so nothing stopped it.
+        "pubsublite.partition_flow_control.messages": 10})
     with _newer_run_beating(kafka_topic, group), pytest.raises(Exception) as failed:
         run_lite_source_batch(spark, config, lite_connection(), kafka_admin(), {}, BatchSettings(max_records=MESSAGES),
                               f"lite_src_lease_{unique}", group)
