@@ -160,6 +160,7 @@ def dev(port: int, rate: int) -> None:
     relay.start()
     stop_requested_at: float | None = None
     metrics: subprocess.Popen | None = None
+    metrics_end_told = False
 
     def stop(*_):
         nonlocal stop_requested_at
@@ -176,6 +177,9 @@ def dev(port: int, rate: int) -> None:
                 # Only now: dagster dev has set up its instance's storage, which the endpoint would race to create.
                 metrics = _start_metrics(stack, env_vars["PROMETHEUS_URL"])
                 stack.record_ui_url(ui_url)  # `bridgectl local env` and `bridgectl bridges` find it there
+            if metrics is not None and not metrics_end_told and metrics.poll() is not None:
+                metrics_end_told = True
+                say(_metrics_ended(stack, metrics.returncode))
             # dagster dev can hang in its shutdown (seen with runs in flight); give it a while, then end it.
             if stop_requested_at is not None and time.monotonic() - stop_requested_at > DAGSTER_STOP_GRACE_S:
                 say(f"dagster dev did not stop within {DAGSTER_STOP_GRACE_S}s; ending its processes")
@@ -247,13 +251,24 @@ def _answers(url: str) -> bool:
 def _start_metrics(stack: LocalStack, prometheus_url: str) -> subprocess.Popen:
     """The bridges' metrics endpoint, read from the same instance as the UI; the stack's Prometheus scrapes it."""
     port = stack.ports()["metrics"]
-    with open(stack.home / "logs" / "bridge-metrics.log", "ab") as log:
+    with open(_metrics_log(stack), "ab") as log:
         process = subprocess.Popen([sys.executable, "-m", "bridge_metrics", "--port", str(port)], cwd=PROJECT_ROOT,
                                    start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
     say(f"metrics: http://127.0.0.1:{port}/metrics, scraped by Prometheus at {prometheus_url} "
         f"(alerts: {prometheus_url}/classic/alerts, graphs: {prometheus_url}/classic/graph)")
     return process
+
+
+def _metrics_log(stack: LocalStack) -> Path:
+    return stack.home / "logs" / "bridge-metrics.log"
+
+
+def _metrics_ended(stack: LocalStack, code: int) -> str:
+    """One line for a metrics endpoint that ended while the UI runs (its port taken, say): its last log line."""
+    lines = _metrics_log(stack).read_text(errors="replace").strip().splitlines() if _metrics_log(stack).exists() else []
+    last = lines[-1].strip() if lines else "no output"
+    return f"the metrics endpoint ended (exit {code}): {last} (its log: {_metrics_log(stack)}); the UI goes on without it"
 
 
 def _end_process_group(pgid: int, grace_s: float = 20) -> None:

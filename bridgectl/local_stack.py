@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import secrets
 import signal
 import socket
@@ -34,6 +35,8 @@ DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 1909
                  "pulsar_bookie": 13181, "spark": 15002, "spark_master": 17077, "spark_master_ui": 18080,
                  "spark_cluster": 15003, "spark_cluster_tls": 15443, "schema_registry": 18081, "kafka_sasl": 19096,
                  "kafka_ssl": 19097, "prometheus": 19090, "metrics": 19464}
+# Where picked ports (test and bench stacks) start: above every default, so they never take a default stack's.
+_KEPT_PORTS_FROM = 20000
 # spark: a Spark Connect server, the warm engine every run connects to (no JVM start per run).
 # Its task slots: an always-on bridge's stream holds one for as long as its run lasts, mostly waiting on I/O, so
 # the warm engine has far more slots than cores (local[*] would let two always-on bridges starve every other run).
@@ -91,6 +94,31 @@ def _free_port(avoid: set[int] = frozenset()) -> int:
             return port
 
 
+def _kept_port(avoid: set[int] = frozenset()) -> int:
+    """A port for a stack's state, free now, not in `avoid` and below the kernel's ephemeral range: a kept port is
+    not always bound (the metrics endpoint until `bridgectl dev` starts it, Kafka while it restarts), and in that
+    range any outbound connection or port-0 server of the machine may take it meanwhile."""
+    low = _ephemeral_low()
+    while True:
+        port = random.randrange(_KEPT_PORTS_FROM, low)
+        if port in avoid:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
+def _ephemeral_low() -> int:
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    return max(low, _KEPT_PORTS_FROM + 1000)
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -133,7 +161,7 @@ class LocalStack:
             elif name in ports:
                 continue
             else:
-                wanted = _free_port(taken) if self._pick_free_ports else default
+                wanted = _kept_port(taken) if self._pick_free_ports else default
             changed |= ports.get(name) != wanted
             ports[name] = wanted
             taken.add(wanted)

@@ -85,8 +85,11 @@ def test_ctrl_c_with_piped_output_stops_dagster_dev_and_all_it_started(stack, tm
         dagster_dev = _dagster_dev_pid(port)
         assert dagster_dev is not None
         metrics = f"http://127.0.0.1:{stack.ports()['metrics']}/metrics"
+        deadline = time.monotonic() + 60  # the endpoint starts once the UI answers
         while f'bridge_records_delivered_total{{bridge="piped_{unique}"' not in _text_at(metrics):
-            assert time.monotonic() < deadline, out.read_text()  # the endpoint serves the dev instance's bridges
+            # the endpoint serves the dev instance's bridges
+            assert time.monotonic() < deadline, (f"{out.read_text()}\nits log:\n"
+                                                 f"{(stack.home / 'logs' / 'bridge-metrics.log').read_text()[-3000:]}")
             time.sleep(1)
 
         os.killpg(pipeline.pid, signal.SIGINT)  # Ctrl-C in the terminal
@@ -104,3 +107,27 @@ def test_ctrl_c_with_piped_output_stops_dagster_dev_and_all_it_started(stack, tm
     finally:
         if pipeline.poll() is None:
             os.killpg(pipeline.pid, signal.SIGKILL)
+
+
+def test_a_metrics_endpoint_that_cannot_listen_is_told_in_one_line(tmp_path):
+    """What `bridgectl dev` says when the endpoint it started ends (here: its port taken): the endpoint's own last
+    line, not a silent UI without metrics."""
+    from bridgectl.cli import _metrics_ended, _metrics_log
+    from bridgectl.local_stack import LocalStack
+
+    stack = LocalStack(home=tmp_path / "stack")
+    _metrics_log(stack).parent.mkdir(parents=True)
+    (tmp_path / "dagster_home").mkdir()
+    bridges = tmp_path / "bridges.yaml"
+    bridges.write_text("bridges: []\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with open(_metrics_log(stack), "ab") as log:
+            code = subprocess.run([sys.executable, "-m", "bridge_metrics", "--port", str(taken.getsockname()[1]),
+                                   "--bridges-file", str(bridges)], stdout=log, stderr=subprocess.STDOUT, timeout=60,
+                                  env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")},
+                                  cwd=Path(__file__).resolve().parents[2]).returncode
+    said = _metrics_ended(stack, code)
+    assert said.startswith(f"the metrics endpoint ended (exit {code}): OSError: [Errno 98] Address already in use"), said
+    assert code != 0 and "\n" not in said

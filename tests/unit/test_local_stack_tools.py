@@ -27,11 +27,15 @@ def test_ports_are_chosen_once_and_kept_and_an_override_always_wins(tmp_path, mo
     assert [s.running for s in stack.status()] == [False] * len(SERVICES)
 
 
-def test_free_ports_picked_for_a_stack_are_all_different(tmp_path, monkeypatch):
-    """The kernel may hand a just-released port out again: each port is asked for twice here, as it happened."""
+def test_ports_picked_for_a_stack_differ_and_stay_out_of_the_defaults_and_the_ephemeral_range(tmp_path, monkeypatch):
+    """Each candidate comes up twice (a random pick may repeat) and every third is taken: the stack's ports still
+    differ, were free, and lie between the defaults and the kernel's ephemeral range, where no outbound connection
+    takes a kept port while its server is down."""
     from bridgectl import local_stack
 
-    handed = iter(port for port in range(40000, 41000) for _ in range(2))
+    candidates = iter(port for port in range(21000, 22000) for _ in range(2))
+    taken = set(range(21000, 22000, 3))
+    bound: list[int] = []
 
     class _Socket:
         def __enter__(self):
@@ -41,14 +45,24 @@ def test_free_ports_picked_for_a_stack_are_all_different(tmp_path, monkeypatch):
             return False
 
         def bind(self, address):
-            self.port = next(handed)
-
-        def getsockname(self):
-            return ("127.0.0.1", self.port)
+            if address[1] in taken:
+                raise OSError("Address already in use")
+            bound.append(address[1])
 
     monkeypatch.setattr(local_stack.socket, "socket", _Socket)
+    monkeypatch.setattr(local_stack.random, "randrange", lambda low, high: next(candidates))
     ports = LocalStack(home=tmp_path, pick_free_ports=True).ports()
     assert len(set(ports.values())) == len(ports)
+    assert not set(ports.values()) & taken and set(ports.values()) <= set(bound)
+    assert not set(ports.values()) & set(local_stack.DEFAULT_PORTS.values())
+    assert max(local_stack.DEFAULT_PORTS.values()) < local_stack._KEPT_PORTS_FROM <= min(ports.values())
+    assert max(ports.values()) < local_stack._ephemeral_low()
+
+
+def test_a_real_pick_lies_below_the_ephemeral_range(tmp_path):
+    ports = LocalStack(home=tmp_path, pick_free_ports=True).ports()
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    assert all(20000 <= port < low for port in ports.values()), ports
 
 
 def test_an_override_that_cannot_win_yet_says_what_to_do(tmp_path, monkeypatch):
