@@ -21,7 +21,6 @@ bench/cloud_pubsub_on_counter_<connector>.json (`_<size>b` before `.json` for a 
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import shutil
@@ -36,8 +35,9 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from bench.common import (
-    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap,
+    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, run_stamp, spreads_overlap,
 )
+from bench.comparisons import write_table
 from bench.continuous import continuous_run
 from bench.data import kafka_topic, pubsub_topic, unique_name
 from bench.java_reference import java_reference
@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--connector", choices=sorted(CONNECTORS), default="sink")
     args = parser.parse_args()
     console = Console(stderr=True)
-    results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "connector": args.connector,
+    results = {**run_stamp(), "connector": args.connector,
                "records": args.records, "size": args.size, "rounds": args.rounds}
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
@@ -222,6 +222,7 @@ def main() -> None:
         results |= alternating_rounds(args.rounds, sides, console.print)
     sized = "" if args.size == 1024 else f"_{args.size}b"
     (HERE / f"cloud_pubsub_on_counter_{args.connector}{sized}.json").write_text(json.dumps(results, indent=1))
+    write_table()  # the comparisons the docs show
     Console().print(Markdown(render(results)))
 
 

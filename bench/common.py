@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import shutil
 import statistics
+import subprocess
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -63,6 +65,19 @@ def run_sink_batch(spark, config, admin, batch, open_writer, group: str):
     from connectors.kafka.sink_batch import run_kafka_sink_batch
 
     return run_kafka_sink_batch(spark, config, admin, {}, batch, group, sink_deliver("bench", config, admin, open_writer))
+
+
+def run_stamp() -> dict:
+    """When, on what and from which code a bench ran, for its results file: the date, the cores, the memory in GB, and
+    the commit (with "+changes" when tracked files differ from it, so a row is never credited to code it did not run)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True).stdout.strip()
+
+    with open("/proc/meminfo") as meminfo:
+        memory_kb = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1])
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "memory_gb": round(memory_kb / 2**20),
+            "commit": git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")}
 
 
 def rounds_summary(rows: list[dict]) -> dict:

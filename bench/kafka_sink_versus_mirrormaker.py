@@ -16,7 +16,6 @@ bench/kafka_sink_versus_mirrormaker.json.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import shutil
@@ -28,8 +27,10 @@ from rich.markdown import Markdown
 
 from bench import limits
 from bench.common import (
-    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap, warm_engine,
+    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, run_stamp, spreads_overlap,
+    warm_engine,
 )
+from bench.comparisons import write_table
 from bench.data import kafka_topic, unique_name
 from bench.java_reference import JavaReference, add_connector, arrival_span, stop_worker, wait_for_arrivals
 from bench.process_memory import TreeCpu
@@ -138,7 +139,7 @@ def render(results: dict) -> str:
 def main() -> None:
     args = rounds_arguments(__doc__).parse_args()
     console = Console(stderr=True)
-    results = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(), "records": args.records,
+    results = {**run_stamp(), "records": args.records,
                "size": args.size, "rounds": args.rounds}
     with bench_stack() as stack:
         console.print(f"filling two topics with {args.records:,} records of {args.size:,} B ...")
@@ -156,6 +157,7 @@ def main() -> None:
             "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no),
             "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}")}, console.print)
     OUT.write_text(json.dumps(results, indent=1))
+    write_table()  # the comparisons the docs show
     Console().print(Markdown(render(results)))
 
 

@@ -26,3 +26,28 @@ def test_every_key_of_every_connector_says_what_it_does():
     undescribed = [f"{name}: {field.alias or key}" for name, plugin in installed_plugins().items()
                    for key, field in plugin.config_model.model_fields.items() if not field.description]
     assert not undescribed, undescribed
+
+
+def test_the_committed_comparisons_are_what_the_results_files_say():
+    from bench.comparisons import TABLE_FILE, table
+
+    assert TABLE_FILE.read_text() == table(), "regenerate with python -m bench.comparisons, then bridgectl.generated_docs"
+
+
+def test_a_comparison_row_takes_medians_and_says_met_only_when_both_targets_are():
+    from bench.comparisons import Comparison, row
+
+    def side(seconds_and_cpu):
+        return [{"records": 1000, "seconds": s, "cpu_per_100k": c} for s, c in seconds_and_cpu]
+
+    comparison = Comparison("a sink", "x.json", "ours", "java", "Java", 2.0, 0.5)
+    results = {"date": "2026-01-02", "cores": 2, "rounds": 3, "commit": "abc1234",
+               "ours": side([(1.0, 0.4), (0.5, 0.5), (0.4, 0.3)]), "java": side([(2.0, 1.0), (1.0, 1.0), (4.0, 0.9)])}
+    line = row(comparison, results)
+    # ours: 1,000 / 2,000 / 2,500 records/s, median 2,000; Java's median 500; CPU 0.40 against 1.00
+    assert "| 2,000 (1,000-2,500) | 500 (250-1,000) | 4.00 | 0.40 / 1.00 (0.40) |" in line
+    assert "| met | 2026-01-02, 2 cores, 3 rounds, commit abc1234 (`bench/x.json`) |" in line
+    results["ours"] = side([(1.0, 0.6), (0.5, 0.6), (0.4, 0.6)])  # as fast, at 0.6x the CPU
+    assert "| **missed** | 2026-01-02" in row(comparison, results)
+    del results["commit"]
+    assert "commit not recorded" in row(comparison, results)
