@@ -44,6 +44,8 @@ COMPARISONS = (
                "Java 1.3.3, warm", 2.0, 0.5),
     Comparison("Kafka sink (Kafka -> Kafka), one micro-batch, 1 KiB", "kafka_sink_versus_mirrormaker.json", "ours",
                "mirrormaker", "MirrorMaker 2 (connect-mirror 4.1.1), warm", 3.0, 0.4),
+    Comparison("Kafka sink (Kafka -> Kafka), one micro-batch, 100 B", "kafka_sink_versus_mirrormaker_100b.json",
+               "ours", "mirrormaker", "MirrorMaker 2 (connect-mirror 4.1.1), warm", 3.0, 0.4),
 )
 
 HEADER = ("| bridge | reference | ours, records/s | reference, records/s | × reference | CPU s per 100k: ours / "

@@ -189,12 +189,13 @@ def wait_for_arrivals(admin, worker: subprocess.Popen, log: Path, topic: str, re
                       deadline: float) -> tuple[float, float, int]:
     """Wait until `records` are in `topic` (on `admin`'s cluster), written by the worker: its CPU seconds when the
     first arrived and when the last did, and its peak resident bytes until then."""
-    partitions = admin.partitions([topic])
     first_cpu, peak = None, 0
     with TreeCpu(worker.pid) as cpu:
         while True:
             peak = max(peak, worker_rss(worker))
-            written = sum(admin.end_offsets(partitions).get(topic, {}).values())
+            # Asked each time: a topic made just before may show only some of its partitions at first (a bench
+            # waited out its deadline on a warm-up copy that had long arrived).
+            written = sum(admin.end_offsets(admin.partitions([topic])).get(topic, {}).values())
             if written and first_cpu is None:
                 first_cpu = cpu.seconds()
             if written >= records:

@@ -11,7 +11,7 @@ On one fresh stack (its two Kafka clusters, no emulator anywhere), each round co
 - ours: the Kafka sink (KafkaSinkConnector, at least once) in one micro-batch on the warm Spark Connect engine, after
   an untimed batch; its row is the batch (plan to last delivery), its CPU the run process's and the engine's.
 Prints medians with min-max, the ratio of medians and the brokers' own limit beside them, and writes
-bench/kafka_sink_versus_mirrormaker.json.
+bench/kafka_sink_versus_mirrormaker.json (`_<size>b` before `.json` at another size than 1 KiB).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from bench.java_reference import JavaReference, add_connector, arrival_span, sto
 from bench.process_memory import TreeCpu
 from bridgectl import fetch
 
-OUT = Path(__file__).resolve().parent / "kafka_sink_versus_mirrormaker.json"
+HERE = Path(__file__).resolve().parent
 PARTITIONS = 4
 
 
@@ -156,7 +156,8 @@ def main() -> None:
         results |= alternating_rounds(args.rounds, {
             "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no),
             "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}")}, console.print)
-    OUT.write_text(json.dumps(results, indent=1))
+    sized = "" if args.size == 1024 else f"_{args.size}b"
+    (HERE / f"kafka_sink_versus_mirrormaker{sized}.json").write_text(json.dumps(results, indent=1))
     write_table()  # the comparisons the docs show
     Console().print(Markdown(render(results)))
 
