@@ -151,7 +151,7 @@ class LocalStack:
         state = self._load_state()
         ports = state.setdefault("ports", {})
         changed = False
-        taken = set(ports.values())
+        taken = set(ports.values()) | (self._siblings_ports() if self._pick_free_ports else set())
         for name, default in DEFAULT_PORTS.items():
             override = os.environ.get(f"BRIDGE_{name.upper()}_PORT")
             if override is not None:
@@ -168,6 +168,18 @@ class LocalStack:
         if changed:
             self._save_state(state)
         return ports
+
+    def _siblings_ports(self) -> set[int]:
+        """The ports other stacks beside this one keep (the suite's workers' stacks, the bench's): a picked port is
+        free when picked, but a sibling's is bound only while its server runs."""
+        kept: set[int] = set()
+        for state_file in self.home.parent.glob("*/stack.json"):
+            if state_file != self.state_file:
+                try:
+                    kept |= set(json.loads(state_file.read_text()).get("ports", {}).values())
+                except (OSError, ValueError):
+                    continue  # being written (it is replaced whole) or not a stack's
+        return kept
 
     def _check_movable(self, name: str, current: int, wanted: int) -> None:
         variable = f"BRIDGE_{name.upper()}_PORT={wanted}"

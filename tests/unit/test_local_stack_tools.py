@@ -138,3 +138,16 @@ def test_two_processes_fetch_into_the_cache_one_at_a_time_and_a_fetch_may_call_a
     spans = sorted(tuple(map(float, run.communicate(timeout=30)[0].split())) for run in runs)
     assert all(run.returncode == 0 for run in runs)
     assert spans[0][1] <= spans[1][0]  # the second began after the first had ended
+
+
+def test_a_picked_port_is_never_one_a_sibling_stack_keeps(tmp_path, monkeypatch):
+    """Two stacks side by side (the suite's two workers) pick at random from one range: the second avoids what the
+    first keeps, though none of it is bound yet."""
+    from bridgectl import local_stack
+
+    first = LocalStack(home=tmp_path / "test-stack-gw0", pick_free_ports=True).ports()
+    again = iter([*first.values(), *range(21000, 22000)])  # the second stack is offered the first's ports first
+    monkeypatch.setattr(local_stack.random, "randrange", lambda low, high: next(again))
+    second = LocalStack(home=tmp_path / "test-stack-gw1", pick_free_ports=True).ports()
+    assert not set(first.values()) & set(second.values())
+    assert len(set(second.values())) == len(second)
