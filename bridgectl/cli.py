@@ -266,9 +266,10 @@ def _metrics_log(stack: LocalStack) -> Path:
 
 def _metrics_ended(stack: LocalStack, code: int) -> str:
     """One line for a metrics endpoint that ended while the UI runs (its port taken, say): its last log line."""
-    lines = _metrics_log(stack).read_text(errors="replace").strip().splitlines() if _metrics_log(stack).exists() else []
+    log = _metrics_log(stack)
+    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
     last = lines[-1].strip() if lines else "no output"
-    return f"the metrics endpoint ended (exit {code}): {last} (its log: {_metrics_log(stack)}); the UI goes on without it"
+    return f"the metrics endpoint ended (exit {code}): {last} (its log: {log}); the UI goes on without it"
 
 
 def _end_process_group(pgid: int, grace_s: float = 20) -> None:

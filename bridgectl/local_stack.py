@@ -151,7 +151,8 @@ class LocalStack:
         state = self._load_state()
         ports = state.setdefault("ports", {})
         changed = False
-        taken = set(ports.values()) | (self._siblings_ports() if self._pick_free_ports else set())
+        taken = set(ports.values())
+        siblings_read = False
         for name, default in DEFAULT_PORTS.items():
             override = os.environ.get(f"BRIDGE_{name.upper()}_PORT")
             if override is not None:
@@ -161,6 +162,9 @@ class LocalStack:
             elif name in ports:
                 continue
             else:
+                if self._pick_free_ports and not siblings_read:  # read only when a port is to be picked
+                    taken |= self._siblings_ports()
+                    siblings_read = True
                 wanted = _kept_port(taken) if self._pick_free_ports else default
             changed |= ports.get(name) != wanted
             ports[name] = wanted
