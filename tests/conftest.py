@@ -80,6 +80,17 @@ def _machine_state() -> str:
            f"{free_tmp // 2**20} MiB free in {tempfile.gettempdir()}, load {os.getloadavg()[0]:.1f}"
 
 
+def pytest_collection_modifyitems(items):
+    """The slowest files first: the fault suite (minutes a file), then the other end-to-end tests, then the rest.
+    Under pytest-xdist (`--dist loadfile --no-loadscope-reorder`, scripts/test) each worker takes the next file when
+    it is free, so the last files handed out are short ones and the two workers end close together; xdist's own
+    order (most tests first) handed out the exactly-once fault files, three tests of two minutes each, last."""
+    def rank(item) -> int:
+        return 0 if item.get_closest_marker("faults") else 1 if item.get_closest_marker("e2e") else 2
+
+    items.sort(key=rank)  # stable: within a rank, the collection's order
+
+
 # The fault-injection tests' counts (tests/faults): each test's row travels in its report's user_properties, so
 # that under pytest-xdist the rows of every worker reach the table the main process prints and writes.
 _FAULT_ROWS: list[dict] = []

@@ -4,16 +4,13 @@ tasks watch a lease too: taken by another run, they stop, committing what they d
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import uuid
 
-from confluent_kafka import TopicPartition
-
-import os
-import threading
-
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from connectors.arrow_rows import rows_batch
 from connectors.kafka.admin import PartitionRange
@@ -24,6 +21,8 @@ from connectors.kafka.stream_lease import (
     LAPSE_S, OWNER_LOOK_S, HostBeat, LeaseHolder, LeaseWatcher, lease_group,
 )
 from tests.e2e.helpers import kafka_admin
+
+pytestmark = pytest.mark.e2e
 
 
 def _topic() -> TopicPartition:
