@@ -22,6 +22,11 @@ class RecordError(RecordRefused, ValueError):
     stage = "VALUE_CONVERTER"  # Kafka Connect's stage named in a dead letter's context headers
 
 
+class DeliveryAbandoned(Exception):
+    """A writer stopped waiting on its destination because its task must stop (the run's lease lapsed): what it had
+    not sent is dropped, and the task fails as its lease says."""
+
+
 # A task's BatchError reaches the driver inside Spark's error text (the task's Python traceback, wrapped
 # by the JVM). Its last line names the exception by module and class: that line is the one to show.
 _TASK_ERROR = re.compile(r"^(connectors(?:\.\w+)+)\.(\w+): ([^\n]+)$", re.MULTILINE)

@@ -29,6 +29,7 @@ from google.api_core.retry import exponential_sleep_generator
 from google.pubsub_v1.types import PublishRequest, PublishResponse
 
 from connectors.cloud_pubsub.wire import EncodedMessages, field_bytes
+from connectors.errors import DeliveryAbandoned
 
 PUBLISH_METHOD = "/google.pubsub.v1.Publisher/Publish"
 TRANSIENT = frozenset({
@@ -41,6 +42,8 @@ REJECTED = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_P
 # What a server that is down or silent gives: retried only up to the outage timeout.
 UNANSWERED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 REQUEST_OVERHEAD_BYTES = 5  # the tag and length prefix of one message inside a PublishRequest
+# How often a wait on acknowledgments (flow control, close) asks whether to go on, when it is told how.
+KEEP_GOING_LOOK_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,13 @@ class _Request:
 
 class RequestPublisher:
     """Call add() per message and close() once; on_acked gets the origins of each acknowledged request,
-    on_rejected the origin, message and error of each message Pub/Sub refused on its own."""
+    on_rejected the origin, message and error of each message Pub/Sub refused on its own. `keep_going`, asked while
+    add() or close() waits for acknowledgments: once it says no, what is not sent yet is dropped and the wait ends
+    in DeliveryAbandoned (a killed run's batch stops without sending its queue)."""
 
     def __init__(self, channel: grpc.Channel, topic: str, settings: PublishSettings,
-                 on_acked: Callable[[list], None], on_rejected: Callable[[Any, Any, Exception], None]):
+                 on_acked: Callable[[list], None], on_rejected: Callable[[Any, Any, Exception], None],
+                 keep_going: Callable[[], bool] | None = None):
         self._call = channel.unary_unary(PUBLISH_METHOD, request_serializer=None,
                                          response_deserializer=PublishResponse.pb().FromString)
         self._topic = topic
@@ -115,6 +121,7 @@ class RequestPublisher:
         self._settings = settings
         self._on_acked = on_acked
         self._on_rejected = on_rejected
+        self._keep_going = keep_going
         self._request_pb = PublishRequest.pb()
         self._topic_field = field_bytes(1, topic.encode())  # an encoded request's first bytes
         self._open: dict[str, _Request] = {}               # by ordering key, oldest first
@@ -196,7 +203,27 @@ class RequestPublisher:
         self._progress(block=False)
         while (self._outstanding_messages > s.max_outstanding_messages
                or self._outstanding_bytes > s.max_outstanding_bytes):
-            self._progress(block=True)
+            self._wait_a_while()
+
+    def _wait_a_while(self, until: float | None = None) -> None:
+        """Handle completions, waiting for one (or `until`); then ask `keep_going`, when there is one."""
+        if self._keep_going is None:
+            self._progress(block=True, until=until)
+            return
+        look = time.monotonic() + KEEP_GOING_LOOK_S
+        self._progress(block=True, until=look if until is None else min(until, look))
+        if not self._keep_going():
+            self._abandon()
+
+    def _abandon(self) -> None:
+        """Drop what is not sent; what is in flight ends on its own (its completions are not waited for)."""
+        dropped = self._outstanding_messages
+        self._open.clear()
+        self._ready.clear()
+        self._waiting_for_key.clear()
+        self._retries.clear()
+        self._outstanding_messages = self._outstanding_bytes = 0
+        raise DeliveryAbandoned(f"publishing to {self._topic} stopped with {dropped} messages not acknowledged")
 
     def close(self, timeout_s: float) -> None:
         """Seal what is open and wait for every request; raise PublishFailed or TimeoutError."""
@@ -207,7 +234,7 @@ class RequestPublisher:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"{self._outstanding_messages} messages to {self._topic} were not acknowledged "
                                    f"within the shutdown timeout ({timeout_s:.0f} s)")
-            self._progress(block=True, until=deadline)
+            self._wait_a_while(until=deadline)
 
     # --- sealing and sending --------------------------------------------------------------------
     def _seal_expired(self, now: float) -> None:

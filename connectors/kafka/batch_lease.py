@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 from confluent_kafka import TopicPartition
 
-from connectors.errors import BatchError
+from connectors.errors import BatchError, DeliveryAbandoned
 from connectors.kafka.stream_lease import LeaseHolder, LeaseWatcher
 
 # How long after Kafka answers again a batch's task waits for the run's beat before it counts the lapse: its reads
@@ -59,14 +59,18 @@ def held_batch_lease(client_config: dict, consumer_group: str, where: tuple[str,
 def watching(lease: BatchLease | None, client_config: dict, what: str) -> Iterator[Callable[[], bool]]:
     """A task's side, for a task that asks before each step (a pull, a read): whether it may take another, True while
     its run holds `lease` (always, without one). A block left after the lease lapsed fails the task with LeaseLapsed
-    naming `what` and why, once what it took was delivered (the block's body settles it): a run still there then
-    records nothing of the batch."""
+    naming `what` and why, once what it took was delivered (the block's body settles it), or the delivery dropped
+    what it had not sent (DeliveryAbandoned, told by the same lease): a run still there then records nothing of the
+    batch."""
     if lease is None:
         yield lambda: True
         return
     watcher = lease.watcher(client_config)
     try:
         yield watcher.holds
+    except DeliveryAbandoned:
+        if watcher.why_not is None:
+            raise
     finally:
         watcher.close()
     if watcher.why_not is not None:

@@ -24,6 +24,9 @@ class SinkWriter(ABC):
 
     def __init__(self, tally: SinkTally):
         self.tally = tally
+        # Asked by a writer whose put or flush waits on its destination: False once the task must stop (its run's
+        # lease lapsed); such a writer may then drop what it has not sent and raise DeliveryAbandoned.
+        self.keep_going: Callable[[], bool] = _always
 
     @abstractmethod
     def put(self, records: pa.RecordBatch) -> None:
@@ -40,6 +43,10 @@ class SinkWriter(ABC):
         return None
 
 
+def _always() -> bool:
+    return True
+
+
 # Made in the task from what the driver prepared (a class over its settings, for example): pickled to the executors.
 OpenWriter = Callable[[SinkTally], SinkWriter]
 
@@ -54,13 +61,15 @@ class TallySettings:
     transforms: ColumnarChain | None = None
 
 
-def write_records(tally_settings: TallySettings, open_writer: OpenWriter,
-                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def write_records(tally_settings: TallySettings, open_writer: OpenWriter, batches: Iterator[pa.RecordBatch],
+                  keep_going: Callable[[], bool] = _always) -> Iterator[pa.RecordBatch]:
     """A task's records through its sink's writer: yields the task's summary only after the destination (or the
-    dead-letter topic) acknowledged every record, so that the driver records offsets only for delivered data."""
+    dead-letter topic) acknowledged every record, so that the driver records offsets only for delivered data.
+    `keep_going` is the task's lease (SinkWriter.keep_going)."""
     tally = SinkTally(tally_settings.bridge_name, tally_settings.errors, tally_settings.dead_letter_client_config)
     chain = tally_settings.transforms
     with open_writer(tally) as writer:
+        writer.keep_going = keep_going
         for batch in batches:
             if chain is not None:
                 batch = through_transforms(chain, tally, batch)

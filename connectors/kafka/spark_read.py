@@ -26,9 +26,10 @@ from connectors.kafka.sink_tally import COUNTERS
 
 __all__ = ["BatchProgress", "Deliver", "deliver_offset_ranges", "split_ranges"]
 
-# Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and yields its summary rows, only once
-# the destination has acknowledged every record it was handed.
-Deliver = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+# Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and whether the task may go on (its lease, which
+# a delivery waiting on its destination may ask: SinkWriter.keep_going), and yields its summary rows, only once the
+# destination has acknowledged every record it was handed.
+Deliver = Callable[[Iterator[pa.RecordBatch], Callable[[], bool]], Iterator[pa.RecordBatch]]
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,9 @@ def _read_and_deliver(settings: ReaderSettings, pieces: list[tuple[PartitionRang
         # Progress is committed only by a partition's first piece: a later piece's end, committed while an earlier
         # piece is still on its way, would skip that piece's rest after a kill.
         if progress is None or not all(pieces[i][1] for i in ids):
-            yield from deliver(records)
+            yield from deliver(records, keep_going)
         else:
-            yield from _deliver_in_parts(settings, progress, deliver, records)
+            yield from _deliver_in_parts(settings, progress, functools.partial(deliver, keep_going=keep_going), records)
 
 
 def _while_leased(source: Iterator[pa.RecordBatch], keep_going: Callable[[], bool]) -> Iterator[pa.RecordBatch]:
@@ -114,7 +115,8 @@ def _while_leased(source: Iterator[pa.RecordBatch], keep_going: Callable[[], boo
             return
 
 
-def _deliver_in_parts(settings: ReaderSettings, progress: BatchProgress, deliver: Deliver,
+def _deliver_in_parts(settings: ReaderSettings, progress: BatchProgress,
+                      deliver: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
                       records: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """`deliver` over a part at a time, committing where each acknowledged part ends (BatchProgress)."""
     committer = group_committer(settings.client_config, progress.group)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
@@ -40,7 +40,9 @@ class _OpenFile:
 
 
 def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, kafka_client_config: dict[str, str],
-                          bridge_name: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                          bridge_name: str, batches: Iterator[pa.RecordBatch],
+                          keep_going: Callable[[], bool] = lambda: True) -> Iterator[pa.RecordBatch]:
+    # `keep_going` is not asked: an archive task's writes are one S3 request each, with nothing queued behind them.
     s3 = s3_client(cfg, outage_timeout_s)
     dead_letters: DeadLetterQueue | None = None  # opened on the first dead letter only
     converter = cfg.value_converter_instance()

@@ -84,7 +84,7 @@ def test_one_host_beat_keeps_its_streams_and_a_stop_or_a_gone_host_ends_them(sta
         host.close()
 
 
-def _slow_counting_delivery(batches):
+def _slow_counting_delivery(batches, keep_going):
     """A delivery that takes 0.2 s per Arrow batch (of 2,000 records) and acknowledges everything: its summary counts
     the records."""
     counted: dict[tuple[str, int], int] = {}

@@ -10,6 +10,7 @@ import pytest
 from google.pubsub_v1.types import PublishRequest, PublishResponse, PubsubMessage
 
 from connectors.cloud_pubsub.request_publisher import PublishFailed, PublishSettings, RequestPublisher
+from connectors.errors import DeliveryAbandoned
 
 TOPIC = "projects/p/topics/t"
 
@@ -25,6 +26,7 @@ class ScriptedPublisher:
         self.max_concurrent_per_key = 0
         self.in_flight = self.max_in_flight = 0  # requests being answered at once, of any key
         self.flaky_seen = False
+        self.answer_after_s = 0.002
         self.lock = threading.Lock()
 
     def publish(self, request, context):
@@ -38,7 +40,7 @@ class ScriptedPublisher:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             if key:
                 self.max_concurrent_per_key = max(self.max_concurrent_per_key, self.concurrent_per_key[key])
-        time.sleep(0.002)
+        time.sleep(self.answer_after_s)
         with self.lock:
             self.concurrent_per_key[key] -= 1
             self.in_flight -= 1
@@ -187,3 +189,24 @@ def test_encoded_batches_keep_to_the_flow_control_limits(service):
     limited, scripted.max_in_flight = scripted.max_in_flight, 0
     _publish_encoded(channel, batch, max_messages=2, max_outstanding_messages=1_000)
     assert limited <= 2 < scripted.max_in_flight  # without the limit, the in-flight cap (4) is what holds
+
+
+@pytest.mark.parametrize("waiting_in", ["add", "close"])
+def test_a_wait_for_acknowledgments_told_to_stop_drops_what_is_not_sent(service, waiting_in):
+    """A killed run's batch: its lease lapses while the task waits on Pub/Sub (flow control in add(), or close()).
+    The wait ends within a look, and nothing queued behind the requests in flight is sent."""
+    scripted, channel = service
+    scripted.answer_after_s = 0.1
+    stop_at = time.monotonic() + 0.25
+    publisher = RequestPublisher(channel, TOPIC, _settings(max_outstanding_messages=1000 if waiting_in == "close" else 20,
+                                                           max_in_flight_requests=1), lambda origins: None,
+                                 lambda origin, message, error: None, keep_going=lambda: time.monotonic() < stop_at)
+    with pytest.raises(DeliveryAbandoned, match="stopped with .* messages not acknowledged"):
+        for i in range(200):
+            publisher.add(PubsubMessage.pb()(data=b"m%d" % i), 2, i)
+        publisher.close(10)
+    stopped_after_s = time.monotonic() - stop_at
+    # A look is KEEP_GOING_LOOK_S; sending the rest, 10 messages a request, one in flight, would take 2 s.
+    assert stopped_after_s < 0.5, stopped_after_s
+    time.sleep(0.3)  # the request in flight at the stop is answered; nothing is sent after it
+    assert 1 <= len(scripted.received) < 10, len(scripted.received)
