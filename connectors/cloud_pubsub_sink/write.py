@@ -83,7 +83,7 @@ class PubSubWriter(SinkWriter):
         settings = publish_settings(cfg, target.outage_timeout_s)
         # A killed run's batch stops at its lease's lapse, its unsent messages dropped (SinkWriter.keep_going).
         self._publisher_for = PerTarget(cfg.topic_path, lambda path: RequestPublisher(
-            channel, path, settings, self._acked, self._rejected, keep_going=lambda: self.keep_going()))
+            channel, path, settings, self._acked, self._rejected, keep_going=self.keep_going))
         self._routed = is_routed(cfg.cps_topic)
         self._message_pb = PubsubMessage.pb()
 

@@ -25,8 +25,9 @@ class SinkWriter(ABC):
     def __init__(self, tally: SinkTally):
         self.tally = tally
         # Asked by a writer whose put or flush waits on its destination: False once the task must stop (its run's
-        # lease lapsed); such a writer may then drop what it has not sent and raise DeliveryAbandoned.
-        self.keep_going: Callable[[], bool] = _always
+        # lease lapsed); such a writer may then drop what it has not sent and raise DeliveryAbandoned. None: a task
+        # with nothing to ask (a stream's, which keeps what is on its way at a stop).
+        self.keep_going: Callable[[], bool] | None = None
 
     @abstractmethod
     def put(self, records: pa.RecordBatch) -> None:
@@ -41,10 +42,6 @@ class SinkWriter(ABC):
 
     def __exit__(self, *exc_info) -> bool | None:
         return None
-
-
-def _always() -> bool:
-    return True
 
 
 # Made in the task from what the driver prepared (a class over its settings, for example): pickled to the executors.
@@ -62,7 +59,7 @@ class TallySettings:
 
 
 def write_records(tally_settings: TallySettings, open_writer: OpenWriter, batches: Iterator[pa.RecordBatch],
-                  keep_going: Callable[[], bool] = _always) -> Iterator[pa.RecordBatch]:
+                  keep_going: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
     """A task's records through its sink's writer: yields the task's summary only after the destination (or the
     dead-letter topic) acknowledged every record, so that the driver records offsets only for delivered data.
     `keep_going` is the task's lease (SinkWriter.keep_going)."""

@@ -26,10 +26,10 @@ from connectors.kafka.sink_tally import COUNTERS
 
 __all__ = ["BatchProgress", "Deliver", "deliver_offset_ranges", "split_ranges"]
 
-# Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and whether the task may go on (its lease, which
-# a delivery waiting on its destination may ask: SinkWriter.keep_going), and yields its summary rows, only once the
-# destination has acknowledged every record it was handed.
-Deliver = Callable[[Iterator[pa.RecordBatch], Callable[[], bool]], Iterator[pa.RecordBatch]]
+# Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and whether the task may go on (a batch's lease,
+# which a delivery waiting on its destination may ask: SinkWriter.keep_going; None for a stream's), and yields its
+# summary rows, only once the destination has acknowledged every record it was handed.
+Deliver = Callable[[Iterator[pa.RecordBatch], Callable[[], bool] | None], Iterator[pa.RecordBatch]]
 
 
 @dataclass(frozen=True)

@@ -115,9 +115,8 @@ class _Stream:
                     self._settle()
                     if messages:
                         batches, ends = self._batches(messages)
-                        # Not abandoned at a lapse: a stop keeps what is on its way, acknowledged and committed.
-                        self.in_flight = delivering.submit(
-                            lambda b=batches: list(self.deliver(iter(b), lambda: True))), ends
+                        # Nothing to ask: a stop keeps what is on its way, acknowledged and committed.
+                        self.in_flight = delivering.submit(lambda b=batches: list(self.deliver(iter(b), None))), ends
                     dirty = self.positions != self.committed
                     if dirty and (not messages or time.monotonic() - self.last_commit >= self.settings.commit_every_s):
                         self._commit()

@@ -41,7 +41,7 @@ class _OpenFile:
 
 def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, kafka_client_config: dict[str, str],
                           bridge_name: str, batches: Iterator[pa.RecordBatch],
-                          keep_going: Callable[[], bool] = lambda: True) -> Iterator[pa.RecordBatch]:
+                          keep_going: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
     # `keep_going` is not asked: an archive task's writes are one S3 request each, with nothing queued behind them.
     s3 = s3_client(cfg, outage_timeout_s)
     dead_letters: DeadLetterQueue | None = None  # opened on the first dead letter only
