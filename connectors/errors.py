@@ -27,6 +27,11 @@ class DeliveryAbandoned(Exception):
     not sent is dropped, and the task fails as its lease says."""
 
 
+# How often a writer waiting on its destination (room in its queue, acknowledgments) asks whether to go on, when it
+# is told how: a killed run's queued records stop reaching the destination within this of its lease's lapse.
+KEEP_GOING_LOOK_S = 0.05
+
+
 # A task's BatchError reaches the driver inside Spark's error text (the task's Python traceback, wrapped
 # by the JVM). Its last line names the exception by module and class: that line is the one to show.
 _TASK_ERROR = re.compile(r"^(connectors(?:\.\w+)+)\.(\w+): ([^\n]+)$", re.MULTILINE)

@@ -29,7 +29,7 @@ from google.api_core.retry import exponential_sleep_generator
 from google.pubsub_v1.types import PublishRequest, PublishResponse
 
 from connectors.cloud_pubsub.wire import EncodedMessages, field_bytes
-from connectors.errors import DeliveryAbandoned
+from connectors.errors import KEEP_GOING_LOOK_S, DeliveryAbandoned
 
 PUBLISH_METHOD = "/google.pubsub.v1.Publisher/Publish"
 TRANSIENT = frozenset({
@@ -42,8 +42,6 @@ REJECTED = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_P
 # What a server that is down or silent gives: retried only up to the outage timeout.
 UNANSWERED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 REQUEST_OVERHEAD_BYTES = 5  # the tag and length prefix of one message inside a PublishRequest
-# How often a wait on acknowledgments (flow control, close) asks whether to go on, when it is told how.
-KEEP_GOING_LOOK_S = 0.05
 
 
 @dataclass(frozen=True)

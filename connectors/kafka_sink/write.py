@@ -7,12 +7,13 @@ driver makes the target topics ready (prepare_targets)."""
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
-from connectors.errors import BatchError, RecordError
+from connectors.errors import KEEP_GOING_LOOK_S, BatchError, DeliveryAbandoned, RecordError
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import client_logger, kept_client, refused_for_good
 from connectors.kafka.dead_letter import HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES
@@ -77,14 +78,19 @@ POLL_EVERY_RECORDS = 1000
 class Sends:
     """What became of the records a task handed its producer: refused for good (too large, invalid: through
     errors.tolerance) or failed (the target's fault: the task fails). In a transaction a record refused after it
-    was sent fails the task too: the transaction must then abort, and no record of it can be skipped alone."""
+    was sent fails the task too: the transaction must then abort, and no record of it can be skipped alone.
+
+    `keep_going` (SinkWriter.keep_going), when given, is asked every POLL_EVERY_RECORDS records handed over and every
+    KEEP_GOING_LOOK_S of a wait on the producer; once it says no, the producer's queue and in-flight requests are
+    purged and DeliveryAbandoned raised: librdkafka would otherwise go on sending a killed run's queue (a batch's
+    whole task) after the run is gone."""
 
     def __init__(self, task: ReplicaTarget, in_transaction: bool = False):
         self.task, self.in_transaction = task, in_transaction
         self.refused: list[tuple[TalliedBatch, int, object]] = []
         self.failed: list[tuple[TalliedBatch, int, object]] = []
 
-    def send(self, producer, slot: TalliedBatch) -> None:
+    def send(self, producer, slot: TalliedBatch, keep_going: Callable[[], bool] | None = None) -> None:
         """Hands the batch's records to the producer: key, value, headers, timestamp and (by default) partition."""
         from confluent_kafka import KafkaException
 
@@ -132,7 +138,8 @@ class Sends:
                     producer.produce(target, **kwargs)
                     break
                 except BufferError:  # the local queue is full: let acknowledgements drain it
-                    producer.poll(0.1)
+                    producer.poll(0.1 if keep_going is None else KEEP_GOING_LOOK_S)
+                    self._look(producer, keep_going)
                 except KafkaException as exc:
                     if not refused_for_good(exc.args[0]):
                         raise
@@ -140,6 +147,26 @@ class Sends:
                     break
             if row % POLL_EVERY_RECORDS == POLL_EVERY_RECORDS - 1:
                 producer.poll(0)
+                self._look(producer, keep_going)
+
+    def _flush(self, producer, timeout_s: float, keep_going: Callable[[], bool] | None) -> int:
+        """The producer's flush, looking at `keep_going` between waits of KEEP_GOING_LOOK_S; what is left unsent."""
+        if keep_going is None:
+            return producer.flush(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = producer.flush(max(0.0, min(KEEP_GOING_LOOK_S, deadline - time.monotonic())))
+            if not left or time.monotonic() >= deadline:
+                return left
+            self._look(producer, keep_going)
+
+    def _look(self, producer, keep_going: Callable[[], bool] | None) -> None:
+        if keep_going is None or keep_going():
+            return
+        left = len(producer)
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        raise DeliveryAbandoned(f"producing to Kafka at {self.task.config.target_bootstrap_servers} stopped with "
+                                f"{left} records not acknowledged")
 
     @staticmethod
     def _refused_before_sending(slot: TalliedBatch, row: int, error: KafkaError) -> None:
@@ -147,11 +174,11 @@ class Sends:
         record behind it is sent."""
         slot.tally.reject(slot.record(row), "KAFKA_PRODUCE", RecordError(f"the target Kafka refused it: {error.str()}"))
 
-    def settle(self, producer, tally: SinkTally) -> None:
+    def settle(self, producer, tally: SinkTally, keep_going: Callable[[], bool] | None = None) -> None:
         """Waits for every acknowledgement; raises for what failed; sends what was refused for good through
         errors.tolerance (the dead-letter topic, on the source cluster)."""
         cfg, timeout_s = self.task.config, self.task.outage_timeout_s
-        left = producer.flush(timeout_s)
+        left = self._flush(producer, timeout_s, keep_going)
         if left:
             raise Unreachable(f"Kafka at {cfg.target_bootstrap_servers} did not acknowledge {left} records within "
                               f"{timeout_s:.0f} s; the run recorded nothing")
@@ -182,10 +209,10 @@ class ReplicaWriter(SinkWriter):
         self._sends = Sends(target)
 
     def put(self, records: pa.RecordBatch) -> None:
-        self._sends.send(self._producer, TalliedBatch(records, self.tally))
+        self._sends.send(self._producer, TalliedBatch(records, self.tally), self.keep_going)
 
     def flush(self) -> None:
-        self._sends.settle(self._producer, self.tally)
+        self._sends.settle(self._producer, self.tally, self.keep_going)
 
     def __exit__(self, *exc_info) -> bool | None:
         return self._kept.__exit__(*exc_info)

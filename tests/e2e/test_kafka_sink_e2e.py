@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import pyarrow as pa
 import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -206,3 +207,47 @@ def test_a_chain_of_filter_insert_header_and_drop_headers_runs_before_the_target
         keys = [int(m.key()[1:]) for m in replicated if m.partition() == partition]
         assert keys == sorted(keys)
     assert materialize_bridge(defs, name, instance)["records_published"].value == 0  # the position moved past all 40
+
+
+@pytest.mark.parametrize("waiting_in", ["put", "flush"])
+def test_a_writer_told_to_stop_purges_what_the_target_has_not_acknowledged(stack, unique, waiting_in):
+    """A killed run's batch task (its lease lapsed) while its producer holds a queue: the writer purges librdkafka's
+    queue and raises DeliveryAbandoned within a look, and nothing it held reaches the target afterwards."""
+    from connectors.config.common import ErrorHandlingKeys
+    from connectors.errors import DeliveryAbandoned
+    from connectors.kafka.range_reader import RECORD_SCHEMA_WITH_HEADERS
+    from connectors.kafka.sink_tally import SinkTally
+    from connectors.kafka_sink.config import KafkaSinkConfig
+    from connectors.kafka_sink.write import ReplicaTarget, ReplicaWriter
+
+    topic, n = f"purge-{unique}", 2_000
+    _target().create_topic(topic, partitions=1)
+    config = KafkaSinkConfig.model_validate({"topics": topic, "target.bootstrap.servers":
+                                             os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]})
+    records = pa.RecordBatch.from_pydict({
+        "topic": [topic] * n, "partition": [0] * n, "offset": list(range(n)), "timestamp_ms": [0] * n,
+        "timestampType": [-1] * n, "key": [None] * n, "value": [b"v" * 50_000] * n, "headers": [[]] * n,
+    }, schema=RECORD_SCHEMA_WITH_HEADERS)
+    # 100 MB handed over in a moment: the producer still holds most of it when the stop comes.
+    target = ReplicaTarget(config, max_message_bytes=2_000_000, outage_timeout_s=30)
+    tally = SinkTally("purge", ErrorHandlingKeys.model_validate({}), {})
+    stop_at = float("inf")
+
+    def keep_going() -> bool:
+        return time.monotonic() < stop_at
+
+    with pytest.raises(DeliveryAbandoned, match="records not acknowledged"):
+        with ReplicaWriter(target, tally) as writer:
+            writer.keep_going = keep_going
+            if waiting_in == "put":
+                stop_at = time.monotonic()  # seen at the first look, after 1,000 records
+            writer.put(records)
+            stop_at = min(stop_at, time.monotonic())
+            writer.flush()
+    stopped_after_s = time.monotonic() - stop_at
+    assert stopped_after_s < 0.5, stopped_after_s
+    time.sleep(1.0)
+    landed = _target().end_offsets({topic: [0]})[topic][0]
+    assert landed < (1_000 if waiting_in == "put" else n), landed
+    time.sleep(1.0)
+    assert _target().end_offsets({topic: [0]})[topic][0] == landed  # nothing held was sent after the stop
