@@ -37,13 +37,13 @@ def batches(count: int, size: int, per_batch: int = 2000):
             schema=RECORD_SCHEMA_WITH_HEADERS)
 
 
-def cloud_sink_task(name: str, seed_defaults: bool):
+def cloud_sink_task(name: str, java_defaults: bool):
     from connectors.cloud_pubsub.clients import PubSubConnection
     from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
     from connectors.cloud_pubsub_sink.write import pubsub_writer
 
     pubsub_topic(name, subscribe=False)
-    tuning = {} if seed_defaults else {"maxBufferSize": 1000, "maxDelayThresholdMs": 20}
+    tuning = {} if java_defaults else {"maxBufferSize": 1000, "maxDelayThresholdMs": 20}
     config = CloudPubSubSinkConfig.model_validate({"topics": "t", "cps.project": "bench", "cps.topic": name, **tuning})
     return _task(config, pubsub_writer(config, PubSubConnection(emulator_host=os.environ["PUBSUB_EMULATOR_HOST"]), 30))
 
@@ -71,14 +71,15 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--connector", choices=("cloud", "lite"), default="cloud")
-    parser.add_argument("--seed-defaults", action="store_true", help="the Cloud sink at the seed's batching keys")
+    parser.add_argument("--java-defaults", action="store_true",
+                        help="the Cloud sink at the Java connector's batching defaults")
     parser.add_argument("--counter", action="store_true", help="the Cloud sink into the counting Pub/Sub endpoint")
     args = parser.parse_args()
     with bench_stack(), (running_counter() if args.counter else contextlib.nullcontext()) as counter:
         if counter is not None:
             os.environ["PUBSUB_EMULATOR_HOST"] = counter.endpoint
         name = f"profile-{os.getpid()}"
-        publish = cloud_sink_task(name, args.seed_defaults) if args.connector == "cloud" else lite_sink_task(name)
+        publish = cloud_sink_task(name, args.java_defaults) if args.connector == "cloud" else lite_sink_task(name)
         profile = cProfile.Profile()
         started = time.monotonic()
         profile.enable()
