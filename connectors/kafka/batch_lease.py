@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 from confluent_kafka import TopicPartition
 
 from connectors.errors import BatchError, DeliveryAbandoned
+from connectors.kafka.run_liveness import LivenessLink, RunLiveness
 from connectors.kafka.stream_lease import LeaseHolder, LeaseWatcher
 
 # How long after Kafka answers again a batch's task waits for the run's beat before it counts the lapse: its reads
@@ -26,16 +27,20 @@ _OUTAGE_GRACE_S = 5.0
 
 @dataclass(frozen=True)
 class BatchLease:
-    """Where a batch's run beats its lease (the lease group of `group`, at `where`), and the batch's id."""
+    """Where a batch's run beats its lease (the lease group of `group`, at `where`), the batch's id, and the
+    address the run's process listens on while the batch runs (run_liveness.py)."""
 
     group: str
     where: tuple[str, int]
     batch_id: str
+    run_address: tuple[str, int] | None = None
 
     def watcher(self, client_config: dict) -> LeaseWatcher:
-        """A task's look at the lease; Kafka away does not count toward the lapse (`_OUTAGE_GRACE_S`)."""
+        """A task's look at the lease; Kafka away does not count toward the lapse (`_OUTAGE_GRACE_S`); the run's
+        connection closing counts at once."""
+        link = LivenessLink(self.run_address) if self.run_address is not None else None
         return LeaseWatcher(client_config, self.group, TopicPartition(*self.where), self.batch_id,
-                            outage_grace_s=_OUTAGE_GRACE_S)
+                            outage_grace_s=_OUTAGE_GRACE_S, link=link)
 
 
 class LeaseLapsed(BatchError):
@@ -47,12 +52,17 @@ class LeaseLapsed(BatchError):
 def held_batch_lease(client_config: dict, consumer_group: str, where: tuple[str, int]) -> Iterator[BatchLease]:
     """The run's side, around the batch's Spark job: beats until the block ends, then tells the tasks left (after a
     failure or an interrupt) to stop at once rather than at the lapse; with Kafka away they stop at the lapse."""
-    lease = BatchLease(consumer_group, where, uuid.uuid4().hex[:16])
-    holder = LeaseHolder(client_config, lease.group, TopicPartition(*where), lease.batch_id)
+    liveness = RunLiveness.or_none()
+    lease = BatchLease(consumer_group, where, uuid.uuid4().hex[:16], liveness.address if liveness else None)
     try:
-        yield lease
+        holder = LeaseHolder(client_config, lease.group, TopicPartition(*where), lease.batch_id)
+        try:
+            yield lease
+        finally:
+            holder.stop()
     finally:
-        holder.stop()
+        if liveness is not None:
+            liveness.close()
 
 
 @contextlib.contextmanager

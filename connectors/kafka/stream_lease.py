@@ -30,6 +30,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.kafka.admin import retry_transient
 from connectors.kafka.connection import group_committer
+from connectors.kafka.run_liveness import LivenessLink
 
 # A stream's task stops between LAPSE_S - BEAT_S and LAPSE_S + 2 * BEAT_S after its run died (the beat it saw last,
 # and its look, are each up to a beat late), then delivers what it holds: within 1 s. A batch's task looks between
@@ -195,7 +196,8 @@ class LeaseWatcher:
     """A task's side: `holds()` is False once the task must stop."""
 
     def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str,
-                 host: HostBeatRef | None = None, outage_grace_s: float | None = None):
+                 host: HostBeatRef | None = None, outage_grace_s: float | None = None, link: LivenessLink | None = None):
+        self._link = link  # the run's connection (run_liveness.py): its close is seen before any lapse
         self._consumer = group_committer(client_config, lease_group(group))
         self._where = TopicPartition(partition.topic, partition.partition)
         self._stream_id = stream_id
@@ -213,6 +215,8 @@ class LeaseWatcher:
         self.why_not: str | None = None
 
     def holds(self) -> bool:
+        if self.why_not is None and self._link is not None and self._link.gone():
+            self.why_not = "its run is gone (the connection to the run's process closed)"
         now = time.monotonic()
         if self.why_not or now - self._looked_at < BEAT_S:
             return self.why_not is None
@@ -265,6 +269,8 @@ class LeaseWatcher:
         self._consumer.close()
         if self._host_beats is not None:
             self._host_beats.release()
+        if self._link is not None:
+            self._link.close()
 
 
 class _AtTwoLooks:
