@@ -38,7 +38,7 @@ class BatchLease:
     def watcher(self, client_config: dict) -> LeaseWatcher:
         """A task's look at the lease; Kafka away does not count toward the lapse (`_OUTAGE_GRACE_S`); the run's
         connection closing counts at once."""
-        link = LivenessLink(self.run_address) if self.run_address is not None else None
+        link = LivenessLink(self.run_address, self.batch_id.encode()) if self.run_address is not None else None
         return LeaseWatcher(client_config, self.group, TopicPartition(*self.where), self.batch_id,
                             outage_grace_s=_OUTAGE_GRACE_S, link=link)
 
@@ -52,8 +52,9 @@ class LeaseLapsed(BatchError):
 def held_batch_lease(client_config: dict, consumer_group: str, where: tuple[str, int]) -> Iterator[BatchLease]:
     """The run's side, around the batch's Spark job: beats until the block ends, then tells the tasks left (after a
     failure or an interrupt) to stop at once rather than at the lapse; with Kafka away they stop at the lapse."""
-    liveness = RunLiveness.or_none()
-    lease = BatchLease(consumer_group, where, uuid.uuid4().hex[:16], liveness.address if liveness else None)
+    batch_id = uuid.uuid4().hex[:16]
+    liveness = RunLiveness.or_none(batch_id.encode())
+    lease = BatchLease(consumer_group, where, batch_id, liveness.address if liveness else None)
     try:
         holder = LeaseHolder(client_config, lease.group, TopicPartition(*where), lease.batch_id)
         try:

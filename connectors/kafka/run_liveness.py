@@ -1,6 +1,7 @@
 """A killed run's batch tasks learn of it at their next look, not at its lease's lapse: while a batch's Spark job runs,
 the run listens on a TCP port, and each task holds a connection to it. A process that dies closes its sockets (its
-kernel sends the peer an end of stream), so the task's next look reads end-of-file and the task stops. Measured on
+kernel sends the peer an end of stream), so the task's next look reads end-of-file and the task stops. The run
+writes the batch's id first, so a task links only to its own run (not to whatever else answers at that address). Measured on
 2 saturated cores, the lease's lapse (0.7 s without a beat, found up to 0.3 s late) let a killed batch write on for
 up to 1.3 s; a closed connection is seen in the time of a `select`.
 
@@ -20,6 +21,8 @@ import threading
 
 # A task that cannot reach the run's address waits at most this long, once, before it goes on without the link.
 CONNECT_TIMEOUT_S = 0.2
+# How long a task waits for the run's first bytes (its accepting thread may be slow to run on saturated cores).
+GREETING_TIMEOUT_S = 1.0
 
 
 def run_address() -> str:
@@ -34,9 +37,11 @@ def run_address() -> str:
 
 
 class RunLiveness:
-    """The run's side: a listening socket whose connections are held open, unread and unwritten, until `close`."""
+    """The run's side: a listening socket whose connections are greeted with `token`, then held open, unread, until
+    `close`."""
 
-    def __init__(self, host: str | None = None):
+    def __init__(self, token: bytes, host: str | None = None):
+        self._token = token
         self._listener = socket.create_server((host or run_address(), 0), backlog=128)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._held: list[socket.socket] = []
@@ -45,10 +50,10 @@ class RunLiveness:
         threading.Thread(target=self._accept, name="run liveness", daemon=True).start()
 
     @classmethod
-    def or_none(cls) -> RunLiveness | None:
+    def or_none(cls, token: bytes) -> RunLiveness | None:
         """One on this process's address, or None where it cannot listen there (its tasks go by the lease alone)."""
         try:
-            return cls()
+            return cls(token)
         except OSError as exc:
             logging.getLogger(__name__).warning("no run liveness socket on %s (%s): a killed run's tasks stop at "
                                                 "its lease's lapse", run_address(), exc)
@@ -65,6 +70,10 @@ class RunLiveness:
                     connection.close()
                     return
                 self._held.append(connection)
+            try:
+                connection.sendall(self._token)
+            except OSError:  # the task went away first
+                pass
 
     def close(self) -> None:
         with self._lock:
@@ -77,13 +86,30 @@ class RunLiveness:
 
 class LivenessLink:
     """A task's side: `gone()` is True once the run's end of the connection closed (killed or ended). A task that
-    could not connect has no link, and `gone()` stays False (the lease's lapse tells instead)."""
+    could not connect, or was not greeted with `token`, has no link, and `gone()` stays False (the lease's lapse
+    tells instead)."""
 
-    def __init__(self, address: tuple[str, int]):
+    def __init__(self, address: tuple[str, int], token: bytes):
+        self._socket: socket.socket | None = None
         try:
-            self._socket: socket.socket | None = socket.create_connection(address, timeout=CONNECT_TIMEOUT_S)
+            connection = socket.create_connection(address, timeout=CONNECT_TIMEOUT_S)
         except OSError:
-            self._socket = None
+            return
+        try:
+            connection.settimeout(GREETING_TIMEOUT_S)
+            greeting = b""
+            while len(greeting) < len(token):
+                part = connection.recv(len(token) - len(greeting))
+                if not part:
+                    break
+                greeting += part
+        except OSError:
+            greeting = b""
+        if greeting != token:
+            connection.close()
+            return
+        connection.settimeout(None)
+        self._socket = connection
 
     def gone(self) -> bool:
         if self._socket is None:
@@ -92,7 +118,7 @@ class LivenessLink:
         if not readable:
             return False
         try:
-            return self._socket.recv(1) == b""  # the run never writes: readable means its end closed
+            return self._socket.recv(1) == b""  # the run writes nothing after its greeting
         except OSError:  # reset
             return True
 

@@ -1,31 +1,35 @@
 """A batch task's link to its run's process (connectors/kafka/run_liveness.py): open while the run lives, gone at
-the task's next look once the run's process ends or is killed, and never gone where no connection could be made."""
+the task's next look once the run's process ends or is killed, and never gone where no link to its own run could be
+made (nothing listening, or something else answering there)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
 
-from connectors.kafka.run_liveness import CONNECT_TIMEOUT_S, LivenessLink, RunLiveness
+from connectors.kafka.run_liveness import CONNECT_TIMEOUT_S, GREETING_TIMEOUT_S, LivenessLink, RunLiveness
+
+TOKEN = b"0123456789abcdef"
 
 
-def _gone_within(link: LivenessLink, seconds: float) -> float | None:
+def _gone_within(link: LivenessLink, seconds: float) -> bool:
     started = time.monotonic()
     while time.monotonic() - started < seconds:
         if link.gone():
-            return time.monotonic() - started
+            return True
         time.sleep(0.001)
-    return None
+    return False
 
 
 def test_a_link_is_gone_once_the_run_closes_it_and_not_before():
-    liveness = RunLiveness("127.0.0.1")
-    links = [LivenessLink(liveness.address) for _ in range(3)]
+    liveness = RunLiveness(TOKEN, "127.0.0.1")
+    links = [LivenessLink(liveness.address, TOKEN) for _ in range(3)]
     time.sleep(0.05)
     assert not any(link.gone() for link in links)
     liveness.close()
-    assert all(_gone_within(link, 1.0) is not None for link in links)
+    assert all(_gone_within(link, 1.0) for link in links)
     for link in links:
         link.close()
 
@@ -33,29 +37,43 @@ def test_a_link_is_gone_once_the_run_closes_it_and_not_before():
 def test_a_link_is_gone_when_the_run_process_is_killed():
     run = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
                             "from connectors.kafka.run_liveness import RunLiveness\n"
-                            "liveness = RunLiveness('127.0.0.1')\n"
+                            f"liveness = RunLiveness({TOKEN!r}, '127.0.0.1')\n"
                             "print(*liveness.address, flush=True)\n"
                             "time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
     host, port = run.stdout.readline().split()
-    link = LivenessLink((host, int(port)))
+    link = LivenessLink((host, int(port)), TOKEN)
     time.sleep(0.05)
     assert not link.gone()
     run.kill()
     run.wait()
-    assert _gone_within(link, 1.0) is not None  # the kernel closed the dead process's end
+    assert _gone_within(link, 1.0)  # the kernel closed the dead process's end
     link.close()
 
 
 def test_without_a_connection_a_link_is_never_gone():
-    liveness = RunLiveness("127.0.0.1")
+    liveness = RunLiveness(TOKEN, "127.0.0.1")
     address = liveness.address
     liveness.close()  # nothing listens there now: the connection is refused
     started = time.monotonic()
-    link = LivenessLink(address)
+    link = LivenessLink(address, TOKEN)
     assert time.monotonic() - started <= CONNECT_TIMEOUT_S + 0.1
     assert not link.gone()
 
 
+def test_another_run_or_another_server_at_the_address_gives_no_link():
+    other_run = RunLiveness(b"fedcba9876543210", "127.0.0.1")
+    link = LivenessLink(other_run.address, TOKEN)
+    other_run.close()
+    assert not _gone_within(link, 0.2)
+
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (in the kernel's backlog) and never greets
+    started = time.monotonic()
+    link = LivenessLink(silent.getsockname()[:2], TOKEN)
+    assert time.monotonic() - started >= GREETING_TIMEOUT_S - 0.05
+    silent.close()
+    assert not _gone_within(link, 0.2)
+
+
 def test_a_run_that_cannot_listen_at_its_address_goes_by_the_lease_alone(monkeypatch):
     monkeypatch.setenv("SPARK_LOCAL_IP", "192.0.2.1")  # TEST-NET-1: an address of no interface here
-    assert RunLiveness.or_none() is None
+    assert RunLiveness.or_none(TOKEN) is None
