@@ -1,9 +1,9 @@
 """A killed run's batch tasks learn of it at their next look, not at its lease's lapse: while a batch's Spark job runs,
 the run listens on a TCP port, and each task holds a connection to it. A process that dies closes its sockets (its
 kernel sends the peer an end of stream), so the task's next look reads end-of-file and the task stops. The run
-writes the batch's id first, so a task links only to its own run (not to whatever else answers at that address). Measured on
-2 saturated cores, the lease's lapse (0.7 s without a beat, found up to 0.3 s late) let a killed batch write on for
-up to 1.3 s; a closed connection is seen in the time of a `select`.
+writes the batch's id first, so a task links only to its own run (not to whatever else answers at that address).
+Measured on 2 saturated cores, the lease's lapse (0.7 s without a beat, found up to 0.3 s late) let a killed batch
+write on for up to 1.3 s; a closed connection is seen in the time of a `select`.
 
 The Kafka lease stays what fences runs and what a task falls back on when a socket cannot tell: a host that
 vanished sends nothing, and an executor that cannot reach the run's address (a firewall, another network) has no

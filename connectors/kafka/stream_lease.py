@@ -196,7 +196,8 @@ class LeaseWatcher:
     """A task's side: `holds()` is False once the task must stop."""
 
     def __init__(self, client_config: dict, group: str, partition: TopicPartition, stream_id: str,
-                 host: HostBeatRef | None = None, outage_grace_s: float | None = None, link: LivenessLink | None = None):
+                 host: HostBeatRef | None = None, outage_grace_s: float | None = None,
+                 link: LivenessLink | None = None):
         self._link = link  # the run's connection (run_liveness.py): its close is seen before any lapse
         self._consumer = group_committer(client_config, lease_group(group))
         self._where = TopicPartition(partition.topic, partition.partition)
