@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pyarrow as pa
@@ -211,8 +212,9 @@ def test_a_chain_of_filter_insert_header_and_drop_headers_runs_before_the_target
 
 @pytest.mark.parametrize("waiting_in", ["put", "flush"])
 def test_a_writer_told_to_stop_purges_what_the_target_has_not_acknowledged(stack, unique, waiting_in):
-    """A killed run's batch task (its lease lapsed) while its producer holds a queue: the writer purges librdkafka's
-    queue and raises DeliveryAbandoned within a look, and nothing it held reaches the target afterwards."""
+    """A killed run's batch task (its lease lapsed) while its producer holds records the target has not taken: the
+    writer purges librdkafka's queue and raises DeliveryAbandoned within a look, and once the target answers again
+    nothing the writer held reaches it."""
     from connectors.config.common import ErrorHandlingKeys
     from connectors.errors import DeliveryAbandoned
     from connectors.kafka.range_reader import RECORD_SCHEMA_WITH_HEADERS
@@ -220,34 +222,49 @@ def test_a_writer_told_to_stop_purges_what_the_target_has_not_acknowledged(stack
     from connectors.kafka_sink.config import KafkaSinkConfig
     from connectors.kafka_sink.write import ReplicaTarget, ReplicaWriter
 
-    topic, n = f"purge-{unique}", 2_000
+    topic, n, bootstrap = f"purge-{unique}", 2_000, os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
     _target().create_topic(topic, partitions=1)
-    config = KafkaSinkConfig.model_validate({"topics": topic, "target.bootstrap.servers":
-                                             os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]})
+    config = KafkaSinkConfig.model_validate({"topics": topic, "target.bootstrap.servers": bootstrap})
     records = pa.RecordBatch.from_pydict({
         "topic": [topic] * n, "partition": [0] * n, "offset": list(range(n)), "timestamp_ms": [0] * n,
-        "timestampType": [-1] * n, "key": [None] * n, "value": [b"v" * 50_000] * n, "headers": [[]] * n,
+        "timestampType": [-1] * n, "key": [None] * n, "value": [b"v" * 1_000] * n, "headers": [[]] * n,
     }, schema=RECORD_SCHEMA_WITH_HEADERS)
-    # 100 MB handed over in a moment: the producer still holds most of it when the stop comes.
     target = ReplicaTarget(config, max_message_bytes=2_000_000, outage_timeout_s=30)
     tally = SinkTally("purge", ErrorHandlingKeys.model_validate({}), {})
-    stop_at = float("inf")
+    stop_at, told_at, put_returned = float("inf"), [], False
 
     def keep_going() -> bool:
-        return time.monotonic() < stop_at
+        if time.monotonic() < stop_at:
+            return True
+        told_at.append(time.monotonic())
+        return False
 
-    with pytest.raises(DeliveryAbandoned, match="records not acknowledged"):
-        with ReplicaWriter(target, tally) as writer:
-            writer.keep_going = keep_going
-            if waiting_in == "put":
-                stop_at = time.monotonic()  # seen at the first look, after 1,000 records
-            writer.put(records)
-            stop_at = min(stop_at, time.monotonic())
-            writer.flush()
-    stopped_after_s = time.monotonic() - stop_at
-    assert stopped_after_s < 0.5, stopped_after_s
+    # The target broker stopped (SIGSTOP) before the writer's producer learns where the topic lives: it holds every
+    # record in its queue, however fast or slow the machine, until the broker answers again.
+    broker = next(service.pid for service in stack.status() if service.name == "kafka_target")
+    os.kill(broker, signal.SIGSTOP)
+    try:
+        with pytest.raises(DeliveryAbandoned, match="records not acknowledged"):
+            with ReplicaWriter(target, tally) as writer:
+                writer.keep_going = keep_going
+                if waiting_in == "put":
+                    stop_at = time.monotonic()  # seen at put's first look, after 1,000 records handed over
+                writer.put(records)
+                put_returned, stop_at = True, time.monotonic()
+                writer.flush()
+        raised_at = time.monotonic()
+    finally:
+        os.kill(broker, signal.SIGCONT)
+    assert put_returned == (waiting_in == "flush")
+    assert len(told_at) == 1  # one look saw the stop, and the writer asked no more
+    if waiting_in == "flush":
+        assert told_at[0] - stop_at < 0.5, told_at[0] - stop_at  # flush looks every KEEP_GOING_LOOK_S of its wait
+    assert raised_at - told_at[0] < 0.5, raised_at - told_at[0]  # the purge does not wait for the queue to drain
+
+    time.sleep(3.0)  # the writer's producer (alive in `writer`) would have sent what it held by now
+    probe = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    probe.produce(topic, b"probe")
+    assert probe.flush(10) == 0  # the target takes records again
     time.sleep(1.0)
-    landed = _target().end_offsets({topic: [0]})[topic][0]
-    assert landed < (1_000 if waiting_in == "put" else n), landed
-    time.sleep(1.0)
-    assert _target().end_offsets({topic: [0]})[topic][0] == landed  # nothing held was sent after the stop
+    assert _target().end_offsets({topic: [0]})[topic][0] == 1  # the probe, and nothing the writer held
+    del writer
