@@ -61,9 +61,11 @@ class CloudPubSubSourceStream(LeasedJob):
             with kafka_outages_named(self._kafka.connection.bootstrap_servers,
                                      f"preparing the positions topic of {bridge.name}"):
                 task = ExactlyOnceTask(task, positions, positions.ensure(self._kafka, self._slots))
-        settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
+        stream_id = self._new_stream_id()
+        settings = ReportingTaskSettings(task, bridge.consumer_group, stream_id, self._where,
                                         report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
-                                        deadline=self.deadline, host_lease=self.host_lease)
+                                        deadline=self.deadline, host_lease=self.host_lease,
+                                        run_address=self.run_address)
         self._launch(functools.partial(stream_pull_and_deliver, settings), self._slots, TopicPartition(*self._where))
 
     def progress(self):

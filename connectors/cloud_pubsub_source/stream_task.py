@@ -11,15 +11,12 @@ import queue
 import time
 from typing import Callable, Iterator
 
-from confluent_kafka import TopicPartition
-
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter
 from connectors.cloud_pubsub_source.exactly_once import ExactlyOnceTask, stream_in_transactions
 from connectors.cloud_pubsub_source.write import (
     STREAM_PULL_HOLD_S, PulledDelivery, SourceClients, SourceTask, deliver_streamed, drain, pull_retry,
     received_messages, source_clients, streaming_pull,
 )
-from connectors.kafka.stream_lease import LeaseWatcher
 from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
 
 # With nothing arriving, the task looks at its lease again after this long (streaming pull).
@@ -31,8 +28,7 @@ def stream_pull_and_deliver(settings: ReportingTaskSettings, slot: int) -> None:
     Under exactly once (`settings.task` an ExactlyOnceTask) its records commit in transactions first."""
     task = settings.task
     client_config = (task.source if isinstance(task, ExactlyOnceTask) else task).kafka_client_config
-    lease = LeaseWatcher(client_config, settings.consumer_group, TopicPartition(*settings.where), settings.stream_id,
-                         settings.host_lease)
+    lease = settings.lease_watcher(client_config)
     poster = ReportPoster(client_config, settings.consumer_group, slot, settings.where, settings.stream_id)
 
     def keep_going() -> bool:

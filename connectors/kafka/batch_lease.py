@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from confluent_kafka import TopicPartition
 
 from connectors.errors import BatchError, DeliveryAbandoned
-from connectors.kafka.run_liveness import LivenessLink, RunLiveness
+from connectors.kafka.run_liveness import RunLiveness, link_to
 from connectors.kafka.stream_lease import LeaseHolder, LeaseWatcher
 
 # How long after Kafka answers again a batch's task waits for the run's beat before it counts the lapse: its reads
@@ -38,9 +38,8 @@ class BatchLease:
     def watcher(self, client_config: dict) -> LeaseWatcher:
         """A task's look at the lease; Kafka away does not count toward the lapse (`_OUTAGE_GRACE_S`); the run's
         connection closing counts at once."""
-        link = LivenessLink(self.run_address, self.batch_id.encode()) if self.run_address is not None else None
         return LeaseWatcher(client_config, self.group, TopicPartition(*self.where), self.batch_id,
-                            outage_grace_s=_OUTAGE_GRACE_S, link=link)
+                            outage_grace_s=_OUTAGE_GRACE_S, link=link_to(self.run_address, self.batch_id))
 
 
 class LeaseLapsed(BatchError):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from confluent_kafka import TopicPartition
 
 from connectors.errors import is_record_refused, root_cause
+from connectors.kafka.run_liveness import RunLiveness
 from connectors.kafka.stream_jobs import OwnJob, SharedJob, SharedMember, current_shared_job
 from connectors.kafka.stream_lease import HostBeatRef, LeaseHolder
 from connectors.kafka.stream_slots import SlotWork
@@ -64,14 +65,29 @@ class LeasedJob:
         # In a host's run its one beat keeps the tasks' lease (stream_lease.py), whichever job they run in.
         self._host_beat = self._shared.host_beat(lease_client_config) if self._shared else None
         self.stream_id = ""
+        # The socket the stream's tasks hold a connection to while the stream runs (run_liveness.py).
+        self._liveness: RunLiveness | None = None
 
     def _start(self) -> None:
         raise NotImplementedError
 
     def _new_stream_id(self) -> str:
-        """A new id for the job about to start: its tasks' reports carry it, so earlier runs' are told apart."""
+        """A new id for the job about to start: its tasks' reports carry it, so earlier runs' are told apart. The run
+        listens for the job's tasks (`run_address`) from now until the job is ended."""
+        self._close_liveness()
         self.stream_id = uuid.uuid4().hex[:16]
+        self._liveness = RunLiveness.or_none(self.stream_id.encode())
         return self.stream_id
+
+    @property
+    def run_address(self) -> tuple[str, int] | None:
+        """Where the running job's tasks link to this run (run_liveness.py); None: they go by the lease alone."""
+        return self._liveness.address if self._liveness is not None else None
+
+    def _close_liveness(self) -> None:
+        if self._liveness is not None:
+            self._liveness.close()
+            self._liveness = None
 
     @property
     def host_lease(self) -> HostBeatRef | None:
@@ -101,8 +117,10 @@ class LeasedJob:
     def _end_job(self) -> None:
         """Tells the tasks, through the lease, to report what they delivered and end; interrupts the job if they
         have not within `_STOP_WAIT_S`."""
-        # With Kafka away the tasks stop when the lease lapses, or are interrupted.
+        # The closed connection tells the tasks at their next look; the lease's stop tells those that have no
+        # connection (with Kafka away they stop when the lease lapses, or are interrupted).
         self._lease.stop()
+        self._close_liveness()
         self._job.end(_STOP_WAIT_S)
 
     def _start_again(self, take_last_reports: Callable[[], None] = lambda: None) -> None:

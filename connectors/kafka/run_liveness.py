@@ -5,6 +5,11 @@ writes the batch's id first, so a task links only to its own run (not to whateve
 Measured on 2 saturated cores, the lease's lapse (0.7 s without a beat, found up to 0.3 s late) let a killed batch
 write on for up to 1.3 s; a closed connection is seen in the time of a `select`.
 
+An always-on stream's tasks hold such a connection for the stream's life (the run listens from the stream's start
+to its end, greeting with the stream's id), and the run closes it when it ends the stream: its tasks stop at once
+rather than at their next look at the lease. Those connections carry TCP keepalives, so a connection idle for an
+hour is not dropped by something between the hosts.
+
 The Kafka lease stays what fences runs and what a task falls back on when a socket cannot tell: a host that
 vanished sends nothing, and an executor that cannot reach the run's address (a firewall, another network) has no
 connection at all. The address is the one Spark itself would give this process (SPARK_LOCAL_IP, else this host's
@@ -23,6 +28,9 @@ import threading
 CONNECT_TIMEOUT_S = 0.2
 # How long a task waits for the run's first bytes (its accepting thread may be slow to run on saturated cores).
 GREETING_TIMEOUT_S = 1.0
+# TCP keepalive of a task's connection (where the platform lets it be set): a probe after this long idle, then every
+# KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES times.
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES = 60, 10, 3
 
 
 def run_address() -> str:
@@ -109,6 +117,7 @@ class LivenessLink:
             connection.close()
             return
         connection.settimeout(None)
+        _keep_alive(connection)
         self._socket = connection
 
     def gone(self) -> bool:
@@ -126,3 +135,16 @@ class LivenessLink:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+
+
+def link_to(address: tuple[str, int] | None, token: str) -> LivenessLink | None:
+    """A task's link to the run listening at `address` with greeting `token`; None where the run has no listener."""
+    return LivenessLink(address, token.encode()) if address is not None else None
+
+
+def _keep_alive(connection: socket.socket) -> None:
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+                          ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+        if hasattr(socket, option):
+            connection.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)

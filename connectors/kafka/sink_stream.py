@@ -103,14 +103,15 @@ class KafkaSinkStream(LeasedJob):
         tasks = max(1, min(self._bridge.continuous.stream_tasks, len(starts)))
         assignments = [starts[i::tasks] for i in range(tasks)]
         connection = kafka.connection
+        stream_id = self._new_stream_id()
         settings = StreamSettings(
             reader=ReaderSettings({**connection.librdkafka_config(), "isolation.level": config.isolation_level},
                                   connection.bootstrap_servers, self._bridge.batch.outage_timeout_seconds,
                                   config.reads_kafka_headers),
-            group=self._bridge.consumer_group, stream_id=self._new_stream_id(), linger_s=self._rounds.linger_s,
+            group=self._bridge.consumer_group, stream_id=stream_id, linger_s=self._rounds.linger_s,
             lease_partition=(starts[0][0], starts[0][1]), round_records=self._rounds.records,
             commit_every_s=min(1.0, self._bridge.continuous.commit_interval_ms / 2000), deadline=self.deadline,
-            host_lease=self.host_lease, counters=self._counts.counters)
+            host_lease=self.host_lease, run_address=self.run_address, counters=self._counts.counters)
         self._launch(functools.partial(stream_partitions, settings, assignments, self._deliver), tasks,
                      TopicPartition(starts[0][0], starts[0][1]))
 

@@ -16,7 +16,8 @@ from typing import Any, Iterator
 from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.kafka.connection import group_committer
-from connectors.kafka.stream_lease import HostBeatRef
+from connectors.kafka.run_liveness import link_to
+from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
 from connectors.kafka.stream_task import StreamCommitRefused, commit_may_retry
 
 
@@ -31,6 +32,12 @@ class ReportingTaskSettings:
     report_every_s: float
     deadline: float  # time.time() at which the task ends on its own
     host_lease: HostBeatRef | None = None  # in a host's run: its beat, which keeps the lease (stream_lease.py)
+    run_address: tuple[str, int] | None = None  # where the run listens for its tasks' links (run_liveness.py)
+
+    def lease_watcher(self, client_config: dict) -> LeaseWatcher:
+        """A task's look at its stream's lease, linked to its run."""
+        return LeaseWatcher(client_config, self.consumer_group, TopicPartition(*self.where), self.stream_id,
+                            self.host_lease, link=link_to(self.run_address, self.stream_id))
 
 
 def report_group(consumer_group: str, slot: int) -> str:

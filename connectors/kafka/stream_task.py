@@ -26,6 +26,7 @@ from connectors.kafka.connection import client_logger
 from connectors.kafka.delivered import DeliveredCommit, Landed
 from connectors.kafka.outages import KAFKA_UNREACHABLE_CODES
 from connectors.kafka.range_reader import ReaderSettings, arrow_batch
+from connectors.kafka.run_liveness import link_to
 from connectors.kafka.sink_tally import COUNTERS
 from connectors.kafka.spark_read import Deliver
 from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
@@ -49,6 +50,7 @@ class StreamSettings:
     commit_every_s: float = 1.0  # while records keep coming; a round that catches up commits at once
     deadline: float = field(default=float("inf"))  # time.time() at which the task ends on its own
     host_lease: HostBeatRef | None = None  # in a host's run: its beat, which keeps the lease (stream_lease.py)
+    run_address: tuple[str, int] | None = None  # where the run listens for its tasks' links (run_liveness.py)
     # What the delivery's summary rows count, in the order commits carry them: the Kafka sinks' tally, or a sink's own.
     counters: tuple[str, ...] = COUNTERS
 
@@ -102,9 +104,10 @@ class _Stream:
         """Gathers the next round while the one before is delivered (one in flight: its acks do not hold up what
         arrives meanwhile), and commits what was acknowledged every `commit_every_s`, or at once when idle."""
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.positions.items()])
-        lease = LeaseWatcher(self.settings.reader.client_config, self.settings.group,
-                             TopicPartition(*self.settings.lease_partition), self.settings.stream_id,
-                             self.settings.host_lease)
+        settings = self.settings
+        lease = LeaseWatcher(settings.reader.client_config, settings.group, TopicPartition(*settings.lease_partition),
+                             settings.stream_id, settings.host_lease,
+                             link=link_to(settings.run_address, settings.stream_id))
         with ThreadPoolExecutor(1, thread_name_prefix="deliver") as delivering:
             try:
                 while time.time() < self.settings.deadline:

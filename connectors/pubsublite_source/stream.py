@@ -78,9 +78,10 @@ class LiteSourceStream(LeasedJob):
                 positions.ensure(self._kafka, self._partition_count)
         task = LiteSourceTask(config, self._connection, client_config, self._kafka_partition_count,
                               bridge.batch.outage_timeout_seconds, positions)
-        settings = ReportingTaskSettings(task, bridge.consumer_group, self._new_stream_id(), self._where,
+        stream_id = self._new_stream_id()
+        settings = ReportingTaskSettings(task, bridge.consumer_group, stream_id, self._where,
                                       report_every_s=min(1.0, bridge.continuous.commit_interval_ms / 2000),
-                                      deadline=self.deadline, host_lease=self.host_lease)
+                                      deadline=self.deadline, host_lease=self.host_lease, run_address=self.run_address)
         self._launch(functools.partial(stream_lite_partitions, settings, assignments), self._slots,
                      TopicPartition(*self._where))
 

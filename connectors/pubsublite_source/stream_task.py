@@ -13,7 +13,7 @@ import contextlib
 import sys
 import time
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Producer
 
 from connectors.kafka.connection import source_producer_config
 from connectors.kafka.stream_lease import LeaseWatcher
@@ -54,8 +54,7 @@ class _LiteStream:
 
     def run(self) -> None:
         settings = self.settings
-        lease = LeaseWatcher(settings.task.kafka_client_config, settings.consumer_group,
-                             TopicPartition(*settings.where), settings.stream_id, settings.host_lease)
+        lease = settings.lease_watcher(settings.task.kafka_client_config)
         try:
             asyncio.run(self._stream(lease))
         finally:

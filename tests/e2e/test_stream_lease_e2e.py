@@ -84,6 +84,30 @@ def test_one_host_beat_keeps_its_streams_and_a_stop_or_a_gone_host_ends_them(sta
         host.close()
 
 
+def test_a_stream_task_linked_to_its_run_stops_when_the_run_goes_while_its_lease_is_still_beaten(stack):
+    """A source stream's task (ReportingTaskSettings) links to its run's listener: the run's end is seen at the next
+    look, not the lease's lapse; here the lease goes on being beaten, so only the link can have told."""
+    from connectors.kafka.run_liveness import RunLiveness
+    from connectors.kafka.stream_report import ReportingTaskSettings
+
+    config = {"bootstrap.servers": stack.env()["KAFKA_BOOTSTRAP_SERVERS"]}
+    where, group, stream_id = _topic(), f"connect-linked-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:16]
+    holder = LeaseHolder(config, group, where, stream_id)
+    liveness = RunLiveness(stream_id.encode(), "127.0.0.1")
+    settings = ReportingTaskSettings(None, group, stream_id, (where.topic, where.partition), report_every_s=1.0,
+                                     deadline=time.time() + 60, run_address=liveness.address)
+    watcher = settings.lease_watcher(config)
+    try:
+        assert _holds_until(watcher, 2 * LAPSE_S) is None
+        liveness.close()
+        let_go = _holds_until(watcher, 3 * LAPSE_S)
+        assert let_go is not None and let_go < LAPSE_S / 2, let_go
+        assert watcher.why_not == "its run is gone (the connection to the run's process closed)"
+    finally:
+        watcher.close()
+        holder.close()
+
+
 def _slow_counting_delivery(batches, keep_going):
     """A delivery that takes 0.2 s per Arrow batch (of 2,000 records) and acknowledges everything: its summary counts
     the records."""

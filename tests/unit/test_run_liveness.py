@@ -77,3 +77,27 @@ def test_another_run_or_another_server_at_the_address_gives_no_link():
 def test_a_run_that_cannot_listen_at_its_address_goes_by_the_lease_alone(monkeypatch):
     monkeypatch.setenv("SPARK_LOCAL_IP", "192.0.2.1")  # TEST-NET-1: an address of no interface here
     assert RunLiveness.or_none(TOKEN) is None
+
+
+def test_an_always_on_stream_listens_for_its_tasks_from_its_start_until_it_is_ended(monkeypatch):
+    """LeasedJob: each job started gets a listener greeting with its stream's id; ending the job (a stop, a restart)
+    closes it, so the tasks still linked stop at their next look; a new job listens anew."""
+    from types import SimpleNamespace
+
+    from connectors.kafka.leased_job import LeasedJob
+    from connectors.kafka.run_liveness import link_to
+
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    stream = LeasedJob.__new__(LeasedJob)  # the base's constructor needs a Spark session: only what is used here
+    stream._liveness, stream._stopped = None, False
+    stream._lease, stream._job = SimpleNamespace(stop=lambda: None), SimpleNamespace(end=lambda wait_s: None)
+
+    first = stream._new_stream_id()
+    first_link = link_to(stream.run_address, first)
+    assert first_link is not None and not first_link.gone()
+    second = stream._new_stream_id()  # started again after a failure: the old job's tasks are told
+    assert second != first and _gone_within(first_link, 0.5)
+    second_link = link_to(stream.run_address, second)
+    assert not second_link.gone()
+    stream.stop()
+    assert _gone_within(second_link, 0.5) and stream.run_address is None

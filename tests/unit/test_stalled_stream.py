@@ -30,6 +30,7 @@ class _Stream(LeasedJob):
         self._stopped = False
         self._restarts_without_progress = 0
         self._lease = SimpleNamespace(stop=lambda: None)
+        self._liveness = None
         self._job = _Job()
         self.starts = 0
         self._moved_at, self._moved_since_launch = time.monotonic(), True
