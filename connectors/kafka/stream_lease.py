@@ -12,7 +12,8 @@ beaten apart cost the run 150 commits a second and their tasks as many reads.
 Why not Spark's own cancellation: a Spark Connect server keeps executing an operation whose client died, and a
 Python task is killed only after Spark's monitor notices (it looks every 2 s, then waits
 spark.python.task.killTimeout): a killed run's stream went on publishing for seconds. Through the lease it stops
-within `LAPSE_S`, and a terminated run's tasks end cleanly instead of being killed mid-round.
+within `LAPSE_S`, and a terminated run's tasks end cleanly instead of being killed mid-round. A task linked to its
+run's process (run_liveness.py) stops sooner: at its next look after that process is gone.
 """
 
 from __future__ import annotations
