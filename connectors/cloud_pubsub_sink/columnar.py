@@ -52,7 +52,7 @@ class ColumnarConverter:
             return None
         if self.chain is not None:
             transformed = self._transformed(batch)
-            if transformed.dropped is not None:
+            if transformed.dropped is not None or transformed.failed:
                 return None
             batch = transformed.batch
         keys, values = batch.column("key"), batch.column("value")
@@ -80,7 +80,7 @@ class ColumnarConverter:
                 return
             transformed = self._transformed(batch)
             original_topics = batch.column("topic").to_pylist() if transformed.topics_changed else None
-            yield from self._convert_columns(transformed.batch, transformed.dropped, original_topics)
+            yield from self._convert_columns(transformed.batch, transformed.dropped, original_topics, transformed.failed)
         else:
             yield from convert_each_record(batch, self.record_converter.convert)
 
@@ -91,10 +91,11 @@ class ColumnarConverter:
             self._last = (batch, self.chain.apply(batch))
         return self._last[1]
 
-    def _convert_columns(self, batch: pa.RecordBatch, dropped=None,
-                         original_topics: list[str] | None = None) -> Iterator[tuple[int, Outcome]]:
+    def _convert_columns(self, batch: pa.RecordBatch, dropped=None, original_topics: list[str] | None = None,
+                         failed: dict | None = None) -> Iterator[tuple[int, Outcome]]:
         """`dropped`: rows a transform dropped (skipped); `original_topics`: the rows' topics before a router renamed
-        them (then a message names its new topic, for cps.topic's ${topic})."""
+        them (then a message names its new topic, for cps.topic's ${topic}); `failed`: rows a transform failed on,
+        with its error."""
         cfg = self.config
         new_topics = batch.column("topic").to_pylist() if original_topics is not None else None
         keys = batch.column("key").to_pylist()
@@ -130,6 +131,9 @@ class ColumnarConverter:
                     continue
             if dropped is not None and dropped[row]:  # transforms run after the converters, as in Kafka Connect
                 yield row, None
+                continue
+            if failed and row in failed:
+                yield row, failed[row]
                 continue
             if key is not None:
                 if len(key_text) > _SHORT_ENOUGH:

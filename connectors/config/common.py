@@ -40,7 +40,7 @@ class ConnectorConfig(BaseModel):
         if TRANSFORMS not in cls.model_fields:
             raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms yet (the Pub/Sub "
                              "and Pub/Sub Lite sinks and sources do, and the Kafka, Kinesis and Pulsar sinks run "
-                             "Filter, InsertHeader, DropHeaders and RegexRouter)")
+                             "Filter, InsertHeader, DropHeaders, RegexRouter and TimestampRouter)")
         others = {k: v for k, v in keys.items() if k not in chain_keys}
         chain = load_chain(chain_keys)
         return {**others, TRANSFORMS: chain} if chain else others
@@ -103,11 +103,13 @@ class ColumnarTransformKeys(TransformKeys):
         for stage in self.transforms.stages:
             if not stage.runs_columnar:
                 raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only Filter, "
-                                 "InsertHeader, DropHeaders and RegexRouter, with any predicate (it has no "
-                                 "converters to give a transform a key or value to read)")
+                                 "InsertHeader, DropHeaders, RegexRouter and TimestampRouter, with any predicate (it "
+                                 "has no converters to give a transform a key or value to read)")
         routed = self.routed_target_key()
         if routed and self.transforms.renames_topics and not self.follows_routers:
-            raise ValueError(f"a topic-renaming transform (RegexRouter) with ${{topic}} in {routed} is not supported: "
+            router = next(stage for stage in self.transforms.stages if stage.transform.renames_topics)
+            raise ValueError(f"transform '{router.alias}' ({router.class_name}) renames topics, which is not supported "
+                             f"with ${{topic}} in {routed}: "
                              f"rename topics with {routed} (MirrorMaker 2 runs a router on the record's renamed topic, "
                              "which this connector's transforms, run on the source's records, do not see)")
         return self

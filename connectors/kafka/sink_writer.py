@@ -10,9 +10,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from connectors.config.common import ErrorHandlingKeys
+from connectors.kafka.record import records_from_arrow
 from connectors.kafka.sink_tally import SinkTally
 from connectors.transforms.columnar import ColumnarChain
 
@@ -54,7 +56,8 @@ class TallySettings:
     errors: ErrorHandlingKeys  # errors.tolerance and the dead-letter topic
     dead_letter_client_config: dict[str, str]
     # The bridge's transforms, for a sink whose writer takes records as Kafka has them (no converters): only the
-    # columnar ones (Filter, InsertHeader, DropHeaders, RegexRouter, any predicate), its config refuses the others.
+    # columnar ones (Filter, InsertHeader, DropHeaders, RegexRouter, TimestampRouter, any predicate), its config
+    # refuses the others.
     transforms: ColumnarChain | None = None
 
 
@@ -91,13 +94,24 @@ def through_transforms(chain: ColumnarChain, tally: SinkTally, batch: pa.RecordB
         batch = batch.set_column(index, "headers", transformed.batch.column("headers"))
     if transformed.topics_changed:
         batch = batch.append_column(ROUTED_TOPIC, transformed.batch.column("topic"))
-    if transformed.dropped is None:
+    if transformed.dropped is None and not transformed.failed:
         return batch
-    dropped = batch.filter(pa.array(transformed.dropped))
-    tally.read_batch(dropped)
-    for topic, partition in zip(dropped.column("topic").to_pylist(), dropped.column("partition").to_pylist()):
-        tally.partition(topic, partition).skipped += 1
-    return batch.filter(pa.array(~transformed.dropped))
+    out = np.zeros(batch.num_rows, dtype=bool) if transformed.dropped is None else transformed.dropped.copy()
+    if transformed.failed:
+        # Through errors.tolerance (with `none` the task fails here), as a Connect worker treats a transform's error.
+        failed_rows = sorted(transformed.failed)
+        failed = batch.take(pa.array(failed_rows))
+        tally.read_batch(failed)
+        for row, record in zip(failed_rows, records_from_arrow(failed)):
+            error = transformed.failed[row]
+            tally.reject(record, error.stage, error)
+        out[failed_rows] = True
+    if transformed.dropped is not None:
+        dropped = batch.filter(pa.array(transformed.dropped))
+        tally.read_batch(dropped)
+        for topic, partition in zip(dropped.column("topic").to_pylist(), dropped.column("partition").to_pylist()):
+            tally.partition(topic, partition).skipped += 1
+    return batch.filter(pa.array(~out))
 
 
 def target_topics(batch: pa.RecordBatch) -> list[str]:

@@ -43,14 +43,16 @@ class LiteColumnarConverter:
             yield from self._convert_columns(batch)
         else:
             transformed = self.chain.apply(batch)
-            yield from self._convert_columns(transformed.batch, transformed.dropped)
+            yield from self._convert_columns(transformed.batch, transformed.dropped, transformed.failed)
 
     def _message_and_size(self, record) -> tuple | None:
         message = self.record_converter.convert(record)
         return None if message is None else (message, message.ByteSize())
 
-    def _convert_columns(self, batch: pa.RecordBatch, dropped=None) -> Iterator[tuple[int, Outcome]]:
-        """`dropped`: rows a transform dropped (None for each)."""
+    def _convert_columns(self, batch: pa.RecordBatch, dropped=None,
+                         failed: dict | None = None) -> Iterator[tuple[int, Outcome]]:
+        """`dropped`: rows a transform dropped (None for each); `failed`: rows a transform failed on, with its
+        error."""
         columns = batch.to_pydict()
         keys, values, headers = columns["key"], columns["value"], columns["headers"]
         topics, partitions, offsets = columns["topic"], columns["partition"], columns["offset"]
@@ -67,6 +69,9 @@ class LiteColumnarConverter:
                 continue
             if dropped is not None and dropped[row]:  # transforms run after the converters, as in Kafka Connect
                 yield row, None
+                continue
+            if failed and row in failed:
+                yield row, failed[row]
                 continue
             message = PubSubMessagePb(key=key, data=value)
             attributes = message.attributes

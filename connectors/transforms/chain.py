@@ -14,7 +14,7 @@ from connectors.errors import RecordError
 from connectors.transforms.classes import PredicateClass, TransformClass, TransformConfig, Transformation
 from connectors.transforms.headers import DropHeaders, InsertHeader
 from connectors.transforms.record import ConnectRecord
-from connectors.transforms.routing import Filter, RegexRouter
+from connectors.transforms.routing import Filter, RegexRouter, TimestampRouter
 from connectors.transforms.sides import Side
 
 TRANSFORMS, PREDICATES = "transforms", "predicates"
@@ -40,7 +40,7 @@ class PredicateStage:
 
 
 # The transforms that never look inside a key or value.
-_COLUMNAR_TRANSFORMS = (Filter, InsertHeader, DropHeaders, RegexRouter)
+_COLUMNAR_TRANSFORMS = (Filter, InsertHeader, DropHeaders, RegexRouter, TimestampRouter)
 
 
 @dataclass(frozen=True)

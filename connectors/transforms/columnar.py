@@ -1,5 +1,5 @@
 """A chain of transforms that never look inside a key or value, run on a whole Arrow batch of Kafka rows at once:
-Filter, InsertHeader, DropHeaders and RegexRouter, with any predicate. Under the String and ByteArray converters a
+Filter, InsertHeader, DropHeaders, RegexRouter and TimestampRouter, with any predicate. Under the String and ByteArray converters a
 record's Connect key and value are its own bytes, so these transforms give what they give record by record
 (tests/unit/test_transforms_columnar.py holds both paths to the same messages) at a fraction of the cost: a
 ConnectRecord per row costs more than the whole columnar conversion. Written with numpy and Arrow compute because no
@@ -13,11 +13,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connectors.transforms.chain import Stage, TransformChain
+from connectors.transforms.chain import Stage, TransformChain, TransformFailed
 from connectors.transforms.headers import DropHeaders, InsertHeader
 from connectors.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
 from connectors.transforms.record import header_bytes
-from connectors.transforms.routing import Filter, RegexRouter
+from connectors.transforms.routing import Filter, RegexRouter, TimestampRouter
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class Transformed:
     batch: pa.RecordBatch  # the same rows, with the topics and headers the chain gave them
     dropped: np.ndarray | None  # rows a Filter dropped (None: none)
     topics_changed: bool  # a router renamed some row's topic
+    # Rows a transform failed on, with its error (errors.tolerance decides; the later transforms skip them).
+    failed: dict[int, TransformFailed] | None = None
 
 
 class ColumnarChain:
@@ -42,8 +44,10 @@ class ColumnarChain:
         topics = batch.column("topic")
         headers = batch.column("headers") if "headers" in batch.schema.names else None
         topics_changed = False
+        failed: dict[int, TransformFailed] = {}
+        out = dropped.copy()  # dropped or failed: the later transforms skip them
         for stage, transform, predicate in self.steps:
-            applies = ~dropped
+            applies = ~out
             if predicate is not None:
                 picked = self._test(predicate, batch, topics, headers)
                 applies &= picked != stage.negate
@@ -51,10 +55,22 @@ class ColumnarChain:
                 continue
             if isinstance(transform, Filter):
                 dropped |= applies
+                out |= applies
             elif isinstance(transform, RegexRouter):
                 renamed = _renamed(topics, transform)
                 if renamed is not None:
                     topics = pc.if_else(pa.array(applies), renamed, topics)
+                    topics_changed = True
+            elif isinstance(transform, TimestampRouter):
+                timestamps = _timestamps(batch)
+                missing = applies & timestamps.mask
+                for row in np.flatnonzero(missing):
+                    failed[int(row)] = TransformFailed(
+                        f"transform '{stage.alias}' ({stage.class_name}): {TimestampRouter.MISSING}")
+                out |= missing
+                applies &= ~missing
+                if applies.any():
+                    topics = _by_time(topics, timestamps, applies, transform)
                     topics_changed = True
             elif headers is not None and isinstance(transform, InsertHeader):
                 headers = _with_header(headers, applies, transform.header.key, header_bytes(transform.header))
@@ -64,7 +80,7 @@ class ColumnarChain:
             batch = batch.set_column(batch.schema.get_field_index("topic"), "topic", topics)
         if headers is not None:
             batch = batch.set_column(batch.schema.get_field_index("headers"), "headers", headers)
-        return Transformed(batch, dropped if dropped.any() else None, topics_changed)
+        return Transformed(batch, dropped if dropped.any() else None, topics_changed, failed or None)
 
     @staticmethod
     def _test(predicate, batch: pa.RecordBatch, topics: pa.Array, headers: pa.Array | None) -> np.ndarray:
@@ -91,6 +107,27 @@ def _renamed(topics: pa.Array, router: RegexRouter) -> pa.Array | None:
     if names == distinct.to_pylist():
         return None
     return pa.array(names, pa.string()).take(pc.index_in(topics, distinct))
+
+
+def _timestamps(batch: pa.RecordBatch) -> np.ma.MaskedArray:
+    """Each row's timestamp (ms), masked where the record has none (no timestamp type, or a null), as a Connect
+    record's timestamp is null there."""
+    values = batch.column("timestamp_ms")
+    missing = pc.or_(pc.is_null(values), pc.less(batch.column("timestampType"), 0)).to_numpy(zero_copy_only=False)
+    return np.ma.MaskedArray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False), mask=missing)
+
+
+def _by_time(topics: pa.Array, timestamps: np.ma.MaskedArray, applies: np.ndarray, router: TimestampRouter) -> pa.Array:
+    """Each applying row's topic as the router names it from its topic and timestamp (the others get their own): the
+    name is made once per topic and span of the format's resolution, not once per record."""
+    codes = pc.dictionary_encode(topics)
+    names = codes.dictionary.to_pylist()
+    spans = np.floor_divide(timestamps.data, router.resolution_ms)  # floored: the same text within a span
+    pairs, which = np.unique(np.stack([codes.indices.to_numpy(zero_copy_only=False).astype(np.int64), spans], axis=1),
+                             axis=0, return_inverse=True)
+    made = [router.topic_at(names[code], int(span) * router.resolution_ms) for code, span in pairs]
+    routed = pa.array(made, pa.string()).take(pa.array(which.reshape(-1)))
+    return pc.if_else(pa.array(applies), routed, topics)
 
 
 def _offsets(headers: pa.ListArray) -> np.ndarray:

@@ -177,6 +177,19 @@ def simple_date_format(pattern: str) -> Callable[[int], str]:
     return format_ms
 
 
+# The finest time a pattern letter shows, in milliseconds (every other letter shows a day or more).
+_LETTER_RESOLUTION_MS = {"S": 1, "s": 1_000, "m": 60_000, "H": 3_600_000, "k": 3_600_000, "K": 3_600_000,
+                         "h": 3_600_000, "a": 3_600_000}
+DAY_MS = 86_400_000
+
+
+def simple_date_resolution_ms(pattern: str) -> int:
+    """The span of time (ms, UTC) within which a SimpleDateFormat pattern writes the same text: timestamps floored to
+    it format alike (a day for yyyyMMdd, an hour for yyyyMMddHH)."""
+    return min((_LETTER_RESOLUTION_MS.get(token[0], DAY_MS) for token in _tokens(pattern) if isinstance(token, tuple)),
+               default=DAY_MS)
+
+
 _PARSED_NUMBERS = {"y": "year", "Y": "year", "M": "month", "d": "day", "H": "hour", "k": "hour", "m": "minute",
                    "s": "second", "S": "millisecond"}
 

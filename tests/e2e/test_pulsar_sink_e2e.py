@@ -133,3 +133,30 @@ def test_a_router_sends_each_record_to_the_pulsar_topic_of_its_new_topic(stack, 
     assert producer.flush(30) == 0
     assert materialize_bridge(defs, name, instance)["records_published"].value == 1
     assert len(_receive_all(f"persistent://public/default/orders-us-{unique}", 11)) == 11
+
+
+def test_a_timestamp_router_sends_each_record_to_the_pulsar_topic_of_its_hour(stack, spark, tmp_path, unique):
+    """TimestampRouter before the default `pulsar.topic`: records of the last three hours land in one Pulsar topic per
+    hour (`${topic}-yyyyMMddHH`, UTC), as Kafka Connect names them."""
+    topic = f"ptr-{unique}"
+    kafka_admin().create_topic(topic, partitions=2)
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    hour_ms = 3_600_000
+    now_ms = int(time.time() * 1000)
+    hours = [now_ms // hour_ms * hour_ms - back * hour_ms for back in (2, 1, 0)]  # recent: within time retention
+    for i in range(12):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), timestamp=hours[i % 3] + i)
+    assert producer.flush(30) == 0
+    path = tmp_path / "bridges.yaml"
+    name = f"ptr_{unique}"
+    path.write_text(yaml.safe_dump({"bridges": [{"name": name, "connector": "PulsarSinkConnector", "mode": "batch",
+                                                 "config": {
+        "topics": topic, "pulsar.service.url": os.environ["PULSAR_SERVICE_URL"], "transforms": "hourly",
+        "transforms.hourly.type": "TimestampRouter", "transforms.hourly.timestamp.format": "yyyyMMddHH"}}]}))
+    defs, instance = build_definitions(str(path)), DagsterInstance.ephemeral()
+
+    assert materialize_bridge(defs, name, instance)["records_published"].value == 12
+    for h, start in enumerate(hours):
+        stamp = time.strftime("%Y%m%d%H", time.gmtime(start / 1000))
+        messages = _receive_all(f"persistent://public/default/{topic}-{stamp}", 4)
+        assert sorted(m.data() for m in messages) == sorted(f"v{i}".encode() for i in range(12) if i % 3 == h)

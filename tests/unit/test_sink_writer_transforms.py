@@ -99,6 +99,45 @@ def test_a_batch_the_chain_drops_whole_never_reaches_the_writer():
     assert sum(r["skipped"] for r in summary.to_pylist()) == batch.num_rows
 
 
+def test_records_a_timestamp_router_cannot_route_go_through_errors_tolerance():
+    """A TimestampRouter applied to a record without a timestamp fails it (Kafka's DataException): counted read and
+    dropped under errors.tolerance=all, the task failed naming the record under none; the rest are routed by hour."""
+    import pytest
+
+    from connectors.errors import RecordError
+
+    chain = _chain(**{"transforms": "drop,hourly", "transforms.drop.type": T + "Filter",
+                      "transforms.drop.predicate": "tomb", "predicates": "tomb",
+                      "predicates.tomb.type": T + "predicates.RecordIsTombstone",
+                      "transforms.hourly.type": T + "TimestampRouter",
+                      "transforms.hourly.timestamp.format": "yyyyMMddHH"})
+    batch = awkward_kafka_rows()
+    timestamps, types = batch.column("timestamp_ms").to_pylist(), batch.column("timestampType").to_pylist()
+    tombstone = [v is None for v in batch.column("value").to_pylist()]
+    untimed = [not t and (ts is None or kind < 0) for t, ts, kind in zip(tombstone, timestamps, types)]
+    writers = []
+
+    def open_writer(tally):
+        writers.append(_Writer(tally))
+        return writers[-1]
+
+    tolerant = ErrorHandlingKeys.model_validate({"errors.tolerance": "all"})
+    [summary] = write_records(TallySettings("b", tolerant, {}, chain), open_writer, iter([batch]))
+    rows = summary.to_pylist()
+    assert sum(r["records"] for r in rows) == batch.num_rows
+    assert sum(r["skipped"] for r in rows) == sum(tombstone)
+    assert sum(r["failed_dropped"] for r in rows) == sum(untimed) > 0
+    put = pa.Table.from_batches(writers[0].put_batches)
+    assert put.num_rows == batch.num_rows - sum(tombstone) - sum(untimed)
+    assert {t for b in writers[0].put_batches for t in target_topics(b)} == {"t-2023111422"}
+
+    first = next(row for row, u in enumerate(untimed) if u)
+    with pytest.raises(RecordError, match=rf"topic t partition {first % 3} offset {100 + first}: transform 'hourly' "
+                                          r"\(TimestampRouter\): the record has no timestamp"):
+        list(write_records(TallySettings("b", ErrorHandlingKeys.model_validate({}), {}, chain), open_writer,
+                           iter([batch])))
+
+
 def test_the_sinks_without_converters_refuse_what_they_cannot_run_in_one_line():
     import pytest
 
@@ -123,8 +162,12 @@ def test_the_kafka_sink_takes_a_router_only_where_its_target_topic_is_fixed():
     kafka = {"topics": "t", "target.bootstrap.servers": "b:9092"}
     router = {"transforms": "r", "transforms.r.type": T + "RegexRouter", "transforms.r.regex": "(.*)",
               "transforms.r.replacement": "x-$1"}
-    with pytest.raises(ValueError, match=r"RegexRouter\) with \$\{topic\} in topic.rename.format is not supported"):
+    with pytest.raises(ValueError, match=r"transform 'r' \(RegexRouter\) renames topics, which is not supported with "
+                                         r"\$\{topic\} in topic.rename.format: rename topics with topic.rename.format"):
         KafkaSinkConfig.model_validate({**kafka, **router})  # its default is ${topic}
+    daily = {"transforms": "d", "transforms.d.type": T + "TimestampRouter"}
+    with pytest.raises(ValueError, match=r"transform 'd' \(TimestampRouter\) renames topics"):
+        KafkaSinkConfig.model_validate({**kafka, **daily})
     assert KafkaSinkConfig.model_validate({**kafka, "topic.rename.format": "copy", **router}).transforms
     with pytest.raises(ValueError, match=r"transform 'm' \(MaskField\$Value\): this connector runs only Filter"):
         KafkaSinkConfig.model_validate({**kafka, "transforms": "m", "transforms.m.type": T + "MaskField$Value",

@@ -1,5 +1,5 @@
-"""The column-wise chain (Filter, InsertHeader, DropHeaders, RegexRouter and the three predicates on a whole Arrow
-batch) gives the Cloud Pub/Sub sink's record-by-record chain's messages, row for row; a chain with any other
+"""The column-wise chain (Filter, InsertHeader, DropHeaders, RegexRouter, TimestampRouter and the three predicates on
+a whole Arrow batch) gives the Cloud Pub/Sub sink's record-by-record chain's messages, row for row; a chain with any other
 transform takes the record path."""
 
 import pyarrow.compute as pc
@@ -25,6 +25,11 @@ CHAINS = {
         "transforms.clean.headers": "bin,n,key", "transforms.clean.predicate": "has",
         "transforms.clean.negate": "true", "predicates": "has", "predicates.has.type": T + "predicates.HasHeaderKey",
         "predicates.has.name": "goog-bad"},
+    "tombstones out, the rest routed by the hour (records without a timestamp fail)": {
+        "transforms": "drop,hourly", "transforms.drop.type": T + "Filter", "transforms.drop.predicate": "tomb",
+        "predicates": "tomb", "predicates.tomb.type": T + "predicates.RecordIsTombstone",
+        "transforms.hourly.type": T + "TimestampRouter", "transforms.hourly.topic.format": "${topic}_${timestamp}",
+        "transforms.hourly.timestamp.format": "yyyyMMddHH"},
     "records of one topic kept": {
         "transforms": "only", "transforms.only.type": T + "Filter", "transforms.only.predicate": "other",
         "transforms.only.negate": "true", "predicates": "other",
@@ -137,3 +142,34 @@ def test_the_lite_sink_routes_by_the_topic_a_router_gave_when_its_topic_follows_
                     if isinstance(outcome, tuple)]
         assert messages and {m.attributes[KAFKA_TOPIC_ATTRIBUTE].values[0] for m in messages} == {b"renamed"}
     assert str(routed.topic_path("renamed")).endswith("/topics/lite-renamed")
+
+@pytest.mark.parametrize("pattern", ["yyyyMMdd", "yyyyMMddHHmm", "yyyy-MM-dd'T'HH:mm:ss.SSS", "EEE d MMM ''yy hh a",
+                                     "D", "ss"])
+def test_a_timestamp_router_names_each_rows_topic_as_the_record_chain_does(pattern):
+    """Column-wise, a TimestampRouter writes a name once per topic and span of its pattern: the same names as record by
+    record, across days, years, the epoch and before it."""
+    import numpy as np
+    import pyarrow as pa
+
+    from connectors.transforms.chain import load_chain
+    from connectors.transforms.columnar import ColumnarChain
+    from connectors.transforms.record import ConnectRecord
+
+    chain = load_chain({"transforms": "route", "transforms.route.type": T + "TimestampRouter",
+                        "transforms.route.topic.format": "${timestamp}.${topic}",
+                        "transforms.route.timestamp.format": pattern})
+    rng = np.random.default_rng(7)
+    stamps = [int(t) for t in rng.integers(-2_000_000_000_000, 4_000_000_000_000, 400)]
+    stamps += [0, -1, 1, 86_399_999, 86_400_000, -86_400_000, -86_400_001, 1_700_000_000_000]
+    stamps += [1_700_000_000_000 + i * 997 for i in range(200)]  # many in one day, hour, minute
+    n = len(stamps)
+    batch = pa.RecordBatch.from_pydict({
+        "topic": [("orders", "payments")[i % 2] for i in range(n)], "partition": [0] * n, "offset": list(range(n)),
+        "key": [None] * n, "value": [b"v"] * n, "timestamp_ms": stamps, "timestampType": [0] * n,
+        "headers": [[]] * n}, schema=awkward_kafka_rows().schema)
+    transformed = ColumnarChain.of(chain).apply(batch)
+    record_chain = chain.running()
+    expected = [record_chain.apply(ConnectRecord(t, 0, None, None, None, b"v", ts)).topic
+                for t, ts in zip(batch.column("topic").to_pylist(), stamps)]
+    assert transformed.batch.column("topic").to_pylist() == expected
+    assert transformed.topics_changed and transformed.failed is None and transformed.dropped is None
