@@ -1,6 +1,6 @@
 """What a chain of Kafka Connect transforms costs the Cloud Pub/Sub sink: the sink's task body (the one a Spark task
 runs) publishing 1 KiB records to the stack's pstest, plain and with a chain of three common transforms (InsertHeader,
-Filter of tombstones, RegexRouter), rows interleaved and each repeated; the cost is the task's CPU time per record
+Filter of tombstones, RegexRouter; again with a TimestampRouter for the router), rows interleaved and each repeated; the cost is the task's CPU time per record
 (pstest's own CPU is not counted, and it bounds the wall-clock rate). A third row runs the same chain record by record
 (what a chain with a transform that reads fields costs), for scale.
 Usage: python -m bench.transforms [--records 20000] [--repeats 5]; writes bench/transforms.json."""
@@ -35,7 +35,12 @@ RECORD_PATH = {**CHAIN, "transforms": "source,tombstones,route,none",
                "predicates": "tomb,never",
                "predicates.never.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
                "predicates.never.pattern": "no-such-topic"}
-ROWS = {"plain": {}, "three transforms": CHAIN, "three transforms, record by record": RECORD_PATH}
+# The chain with a TimestampRouter (daily topics) for its router: column-wise too.
+DAILY = {**CHAIN, "transforms.route.type": "org.apache.kafka.connect.transforms.TimestampRouter",
+         "transforms.route.regex": None, "transforms.route.replacement": None}
+DAILY = {key: value for key, value in DAILY.items() if value is not None}
+ROWS = {"plain": {}, "three transforms": CHAIN, "three transforms, a TimestampRouter": DAILY,
+        "three transforms, record by record": RECORD_PATH}
 
 
 def _one(name: str, keys: dict, records: int, size: int) -> tuple[float, float]:
@@ -75,7 +80,7 @@ def main() -> None:
         rates, cpus = [r for r, _ in runs], [c for _, c in runs]
         cost = statistics.median(cpus) / plain_cpu - 1
         report["rows"][row] = {"records_per_s": rates, "cpu_us_per_record": cpus, "cpu_over_plain": cost}
-        print(f"  {row:36s} {statistics.median(rates):9,.0f}/s ({min(rates):,.0f}-{max(rates):,.0f})   "
+        print(f"  {row:38s} {statistics.median(rates):9,.0f}/s ({min(rates):,.0f}-{max(rates):,.0f})   "
               f"CPU {statistics.median(cpus):6.1f} us/record ({min(cpus):.1f}-{max(cpus):.1f}), "
               f"{cost:+.1%} against plain")
     RESULTS.write_text(json.dumps(report, indent=1) + "\n")

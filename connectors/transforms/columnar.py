@@ -70,7 +70,10 @@ class ColumnarChain:
                 out |= missing
                 applies &= ~missing
                 if applies.any():
-                    topics = _by_time(topics, timestamps, applies, transform)
+                    topics, unwritable = _by_time(topics, timestamps, applies, transform)
+                    for row, exc in unwritable.items():
+                        failed[row] = TransformFailed(f"transform '{stage.alias}' ({stage.class_name}): {exc}")
+                        out[row] = True
                     topics_changed = True
             elif headers is not None and isinstance(transform, InsertHeader):
                 headers = _with_header(headers, applies, transform.header.key, header_bytes(transform.header))
@@ -117,17 +120,37 @@ def _timestamps(batch: pa.RecordBatch) -> np.ma.MaskedArray:
     return np.ma.MaskedArray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False), mask=missing)
 
 
-def _by_time(topics: pa.Array, timestamps: np.ma.MaskedArray, applies: np.ndarray, router: TimestampRouter) -> pa.Array:
-    """Each applying row's topic as the router names it from its topic and timestamp (the others get their own): the
-    name is made once per topic and span of the format's resolution, not once per record."""
+def _by_time(topics: pa.Array, timestamps: np.ma.MaskedArray, applies: np.ndarray,
+             router: TimestampRouter) -> tuple[pa.Array, dict[int, Exception]]:
+    """Each applying row's topic as the router names it from its topic and timestamp (the others keep theirs), and
+    the rows whose time it cannot write (a year past 9999) with the error: the name is made once per topic and span
+    of the format's resolution, not once per record."""
     codes = pc.dictionary_encode(topics)
     names = codes.dictionary.to_pylist()
     spans = np.floor_divide(timestamps.data, router.resolution_ms)  # floored: the same text within a span
-    pairs, which = np.unique(np.stack([codes.indices.to_numpy(zero_copy_only=False).astype(np.int64), spans], axis=1),
-                             axis=0, return_inverse=True)
-    made = [router.topic_at(names[code], int(span) * router.resolution_ms) for code, span in pairs]
-    routed = pa.array(made, pa.string()).take(pa.array(which.reshape(-1)))
-    return pc.if_else(pa.array(applies), routed, topics)
+    if len(spans) and int(np.abs(spans).max()) > (2 ** 62) // len(names):  # keys would overflow int64: per row
+        distinct_keys = list(spans.astype(object) * len(names) + codes.indices.to_numpy(zero_copy_only=False))
+        which = np.arange(len(spans))
+    else:
+        # One int64 per (span, topic), told apart by Arrow's hashing (a sort of row pairs cost five times the chain).
+        keys = spans * len(names) + codes.indices.to_numpy(zero_copy_only=False)
+        distinct = pc.dictionary_encode(pa.array(keys, pa.int64()))
+        distinct_keys, which = distinct.dictionary.to_pylist(), distinct.indices.to_numpy(zero_copy_only=False)
+    made: list[str | None] = []
+    errors: dict[int, Exception] = {}
+    for index, key in enumerate(distinct_keys):
+        span, code = divmod(int(key), len(names))
+        try:
+            made.append(router.topic_at(names[code], span * router.resolution_ms))
+        except (OverflowError, ValueError) as exc:
+            made.append(None)
+            errors[index] = exc
+    routed = pa.array(made, pa.string()).take(pa.array(which))
+    failed = {int(row): errors[int(which[row])] for row in np.flatnonzero(applies) if int(which[row]) in errors}
+    if failed:
+        applies = applies.copy()
+        applies[list(failed)] = False
+    return pc.if_else(pa.array(applies), routed, topics), failed
 
 
 def _offsets(headers: pa.ListArray) -> np.ndarray:

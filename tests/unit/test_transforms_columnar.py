@@ -162,6 +162,7 @@ def test_a_timestamp_router_names_each_rows_topic_as_the_record_chain_does(patte
     stamps = [int(t) for t in rng.integers(-2_000_000_000_000, 4_000_000_000_000, 400)]
     stamps += [0, -1, 1, 86_399_999, 86_400_000, -86_400_000, -86_400_001, 1_700_000_000_000]
     stamps += [1_700_000_000_000 + i * 997 for i in range(200)]  # many in one day, hour, minute
+    stamps += [253_402_300_800_000, 2 ** 62]  # past the year 9999: the record path fails them, and so must this
     n = len(stamps)
     batch = pa.RecordBatch.from_pydict({
         "topic": [("orders", "payments")[i % 2] for i in range(n)], "partition": [0] * n, "offset": list(range(n)),
@@ -169,7 +170,13 @@ def test_a_timestamp_router_names_each_rows_topic_as_the_record_chain_does(patte
         "headers": [[]] * n}, schema=awkward_kafka_rows().schema)
     transformed = ColumnarChain.of(chain).apply(batch)
     record_chain = chain.running()
-    expected = [record_chain.apply(ConnectRecord(t, 0, None, None, None, b"v", ts)).topic
-                for t, ts in zip(batch.column("topic").to_pylist(), stamps)]
-    assert transformed.batch.column("topic").to_pylist() == expected
-    assert transformed.topics_changed and transformed.failed is None and transformed.dropped is None
+    expected = []
+    for topic, timestamp in zip(batch.column("topic").to_pylist(), stamps):
+        try:
+            expected.append(record_chain.apply(ConnectRecord(topic, 0, None, None, None, b"v", timestamp)).topic)
+        except RecordError as exc:
+            expected.append(("error", str(exc)))
+    got = [("error", str(transformed.failed[row])) if row in transformed.failed else topic
+           for row, topic in enumerate(transformed.batch.column("topic").to_pylist())]
+    assert got == expected
+    assert transformed.topics_changed and len(transformed.failed) == 2 and transformed.dropped is None
