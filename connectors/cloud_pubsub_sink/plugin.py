@@ -6,11 +6,9 @@ from connectors import endpoints
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import is_routed, route
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
-)
+from connectors.kafka.plugin_parts import kafka_source_label
 from connectors.kafka.sink_plugin import KafkaSink
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
+from connectors.plugin import Bridge, Systems
 
 
 def _writer(systems: Systems, bridge: Bridge, kafka):
@@ -48,19 +46,13 @@ def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
     return tuple(endpoints.pubsub_topic(cfg.cps_project, route(cfg.cps_topic, t)) for t in topics)
 
 
-CONNECTOR = ConnectorPlugin(
+CONNECTOR = SINK.plugin(
     name="CloudPubSubSinkConnector",
     java_class="com.google.pubsub.kafka.sink.CloudPubSubSinkConnector",
     config_model=CloudPubSubSinkConfig,
-    kinds=("kafka", "pubsub", "spark"),
-    systems=("kafka", "pubsub", "spark"),
+    writes_to=("pubsub",),
+    uses=("pubsub",),
     route=_route,
-    run_batch=SINK.run_batch,
-    position=KAFKA_OFFSETS,
-    signal=KAFKA_LAG,
-    reads=kafka_topics_read,
     writes=_writes,
     partition_order=_partition_order,
-    keys=SINK_KEYS,
-    open_stream=SINK.open_stream,
 )

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from connectors.config.common import ConnectorConfig, ErrorHandlingKeys
-from connectors.kafka.plugin_parts import sink_report
-from connectors.plugin import BatchReport, Bridge, Systems
+from connectors.endpoints import Endpoint
+from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_topics_read, sink_report
+from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Systems
 
 if TYPE_CHECKING:  # Spark, Arrow and the Kafka clients are imported by runs, not by the code location's load
     from connectors.kafka.admin import KafkaAdmin, Offsets
@@ -38,6 +39,20 @@ class KafkaSink:
     # A sink without converters (its writer sends Kafka's bytes): the shared task body runs its transforms (the
     # columnar ones its config takes) before its writer. A sink with converters runs them in its writer, after them.
     transforms_before_writer: bool = False
+
+    def plugin(self, *, name: str, java_class: str, config_model: type[ConnectorConfig], writes_to: tuple[str, ...],
+               uses: tuple[str, ...], route: Callable[[Bridge], str], writes: Callable[[Bridge], tuple[Endpoint, ...]],
+               **declared: Any) -> ConnectorPlugin:
+        """The sink's plugin, with what every Kafka-reading sink declares alike filled in: it reads Kafka topics
+        through Spark (kind tags `kafka`, then `writes_to`, then `spark`; shared systems `kafka`, `uses`, `spark`),
+        its batches and stream are this driver's, its position the Kafka offsets it recorded, its signal the lag,
+        its report the sinks' keys. `declared` adds or replaces ConnectorPlugin fields (the Kafka sink's own batch
+        and position)."""
+        return ConnectorPlugin(**{
+            "name": name, "java_class": java_class, "config_model": config_model,
+            "kinds": ("kafka", *writes_to, "spark"), "systems": ("kafka", *uses, "spark"), "route": route,
+            "run_batch": self.run_batch, "open_stream": self.open_stream, "position": KAFKA_OFFSETS,
+            "signal": KAFKA_LAG, "reads": kafka_topics_read, "writes": writes, "keys": SINK_KEYS, **declared})
 
     def deliver(self, systems: Systems, bridge: Bridge, kafka: KafkaAdmin) -> Deliver:
         return sink_deliver(bridge.name, bridge.config, kafka, self.prepare(systems, bridge, kafka),

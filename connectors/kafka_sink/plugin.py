@@ -11,13 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, SINK_KEYS, kafka_source_label, kafka_topics_read, sink_report,
-)
+from connectors.kafka.plugin_parts import kafka_source_label, sink_report
 from connectors.kafka.sink_plugin import KafkaSink, sink_deliver
 from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.kafka_sink.places import KAFKA_SINK_OFFSETS
-from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Systems
+from connectors.plugin import BatchReport, Bridge, Systems
 
 if TYPE_CHECKING:  # Spark and the Kafka clients are imported by runs, not by the code location's load
     from pyspark.sql import SparkSession
@@ -166,19 +164,16 @@ def _route(bridge: Bridge) -> str:
             f"(partition {cfg.target_partition})")
 
 
-CONNECTOR = ConnectorPlugin(
+CONNECTOR = SINK.plugin(
     name="KafkaSinkConnector",
     java_class="bridge.kafka.KafkaSinkConnector",
     config_model=KafkaSinkConfig,
-    kinds=("kafka", "spark"),
-    systems=("kafka", "spark"),
+    writes_to=(),
+    uses=(),
     route=_route,
+    writes=_writes,
+    # Its own batch (exactly once in transactions) and position (the source offsets beside the target's).
     run_batch=_run_batch,
     position=KAFKA_SINK_OFFSETS,
-    signal=KAFKA_LAG,
-    reads=kafka_topics_read,
-    writes=_writes,
-    keys=SINK_KEYS,
     exactly_once_modes=("batch", "continuous"),
-    open_stream=SINK.open_stream,
 )

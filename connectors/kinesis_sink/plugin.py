@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
-)
+from connectors.kafka.plugin_parts import kafka_source_label
 from connectors.kafka.sink_plugin import KafkaSink
 from connectors.kinesis_sink.config import KinesisSinkConfig
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
+from connectors.plugin import Bridge, Systems
 
 
 def _writer(systems: Systems, bridge: Bridge, kafka):
@@ -29,19 +27,13 @@ def _stream(bridge: Bridge) -> tuple[Endpoint, ...]:
                  for stream in streams)
 
 
-CONNECTOR = ConnectorPlugin(
+CONNECTOR = SINK.plugin(
     name="KinesisSinkConnector",
     java_class="bridge.kinesis.KinesisSinkConnector",
     config_model=KinesisSinkConfig,
-    kinds=("kafka", "kinesis", "spark"),
-    systems=("kafka", "spark"),
+    writes_to=("kinesis",),
+    uses=(),
     route=lambda bridge: (f"Kafka {kafka_source_label(bridge.config)} -> Kinesis stream "
                           f"{bridge.config.stream_name} ({bridge.config.region})"),
-    run_batch=SINK.run_batch,
-    position=KAFKA_OFFSETS,
-    signal=KAFKA_LAG,
-    reads=kafka_topics_read,
     writes=_stream,
-    keys=SINK_KEYS,
-    open_stream=SINK.open_stream,
 )

@@ -5,11 +5,9 @@ from __future__ import annotations
 from connectors import endpoints
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
-)
+from connectors.kafka.plugin_parts import kafka_source_label
 from connectors.kafka.sink_plugin import KafkaSink
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
+from connectors.plugin import Bridge, Systems
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 
 
@@ -41,18 +39,12 @@ def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
     return tuple(endpoints.lite_topic(str(cfg.topic_path(t))) for t in cfg.topics_after_transforms(cfg.topic_list()))
 
 
-CONNECTOR = ConnectorPlugin(
+CONNECTOR = SINK.plugin(
     name="PubSubLiteSinkConnector",
     java_class="com.google.pubsublite.kafka.sink.PubSubLiteSinkConnector",
     config_model=PubSubLiteSinkConfig,
-    kinds=("kafka", "pubsub", "spark"),
-    systems=("kafka", "pubsublite", "spark"),
+    writes_to=("pubsub",),
+    uses=("pubsublite",),
     route=_route,
-    run_batch=SINK.run_batch,
-    open_stream=SINK.open_stream,
-    position=KAFKA_OFFSETS,
-    signal=KAFKA_LAG,
-    reads=kafka_topics_read,
     writes=_writes,
-    keys=SINK_KEYS,
 )

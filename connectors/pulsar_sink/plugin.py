@@ -6,11 +6,9 @@ import functools
 
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import (
-    KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_source_label, kafka_topics_read,
-)
+from connectors.kafka.plugin_parts import kafka_source_label
 from connectors.kafka.sink_plugin import KafkaSink
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
+from connectors.plugin import Bridge, Systems
 from connectors.pulsar_sink.config import PulsarSinkConfig
 
 
@@ -37,18 +35,12 @@ def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
                  for topic in topics)
 
 
-CONNECTOR = ConnectorPlugin(
+CONNECTOR = SINK.plugin(
     name="PulsarSinkConnector",
     java_class="bridge.pulsar.PulsarSinkConnector",
     config_model=PulsarSinkConfig,
-    kinds=("kafka", "pulsar", "spark"),
-    systems=("kafka", "spark"),
+    writes_to=("pulsar",),
+    uses=(),
     route=lambda bridge: f"Kafka {kafka_source_label(bridge.config)} -> Pulsar {bridge.config.topic}",
-    run_batch=SINK.run_batch,
-    position=KAFKA_OFFSETS,
-    signal=KAFKA_LAG,
-    reads=kafka_topics_read,
     writes=_writes,
-    keys=SINK_KEYS,
-    open_stream=SINK.open_stream,
 )

@@ -16,11 +16,10 @@ from pydantic import Field
 
 from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_topics_read
 from connectors.kafka.sink_plugin import KafkaSink
 from connectors.kafka.sink_tally import TalliedBatch
 from connectors.kafka.sink_writer import SinkWriter
-from connectors.plugin import Bridge, ConnectorPlugin, Systems
+from connectors.plugin import Bridge, Systems
 
 
 class FileStreamSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys):
@@ -60,19 +59,13 @@ def _writer(systems: Systems, bridge: Bridge, kafka):
 
 SINK = KafkaSink(prepare=_writer)
 
-CONNECTOR = ConnectorPlugin(
+CONNECTOR = SINK.plugin(
     name="FileStreamSinkConnector",
     java_class="org.apache.kafka.connect.file.FileStreamSinkConnector",
     config_model=FileStreamSinkConfig,
-    kinds=("kafka", "file", "spark"),
-    systems=("kafka", "spark"),
+    writes_to=("file",),
+    uses=(),
     route=lambda bridge: f"Kafka {bridge.config.topics} -> file {bridge.config.file}",
-    run_batch=SINK.run_batch,
-    open_stream=SINK.open_stream,
-    position=KAFKA_OFFSETS,
-    signal=KAFKA_LAG,
-    reads=kafka_topics_read,
     writes=lambda bridge: (Endpoint(("file", *bridge.config.file.strip("/").split("/")), "file",
                                     f"file {bridge.config.file}"),),
-    keys=SINK_KEYS,
 )
