@@ -54,6 +54,11 @@ class StreamSettings:
     # What the delivery's summary rows count, in the order commits carry them: the Kafka sinks' tally, or a sink's own.
     counters: tuple[str, ...] = COUNTERS
 
+    def lease_watcher(self) -> LeaseWatcher:
+        """A task's look at its stream's lease, linked to its run."""
+        return LeaseWatcher(self.reader.client_config, self.group, TopicPartition(*self.lease_partition),
+                            self.stream_id, self.host_lease, link=link_to(self.run_address, self.stream_id))
+
 
 class StreamCommitRefused(RuntimeError):
     """Kafka refused a stream's commit for good (the group is in use by live members, or not authorised)."""
@@ -104,10 +109,7 @@ class _Stream:
         """Gathers the next round while the one before is delivered (one in flight: its acks do not hold up what
         arrives meanwhile), and commits what was acknowledged every `commit_every_s`, or at once when idle."""
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.positions.items()])
-        settings = self.settings
-        lease = LeaseWatcher(settings.reader.client_config, settings.group, TopicPartition(*settings.lease_partition),
-                             settings.stream_id, settings.host_lease,
-                             link=link_to(settings.run_address, settings.stream_id))
+        lease = self.settings.lease_watcher()
         with ThreadPoolExecutor(1, thread_name_prefix="deliver") as delivering:
             try:
                 while time.time() < self.settings.deadline:

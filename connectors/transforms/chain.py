@@ -58,6 +58,10 @@ class Stage:
         predicate, any of Kafka's, reads the topic, the headers and whether the value is null)."""
         return self.transform.build in _COLUMNAR_TRANSFORMS
 
+    def failed(self, why: object) -> TransformFailed:
+        """This stage's failure on a record, naming its alias and class."""
+        return TransformFailed(f"transform '{self.alias}' ({self.class_name}): {why}")
+
     @property
     def class_name(self) -> str:
         return self.transform.short_name + (f"${self.side.name.capitalize()}" if self.side else "")
@@ -121,7 +125,7 @@ class RunningChain:
                     continue
                 record = transform.apply(record)
             except Exception as exc:  # noqa: BLE001 - any failure of a transform is the record's, as in Kafka
-                raise TransformFailed(f"transform '{stage.alias}' ({stage.class_name}): {exc}") from exc
+                raise stage.failed(exc) from exc
             if record is None:
                 return None
         return record

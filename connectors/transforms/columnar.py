@@ -1,6 +1,6 @@
 """A chain of transforms that never look inside a key or value, run on a whole Arrow batch of Kafka rows at once:
-Filter, InsertHeader, DropHeaders, RegexRouter and TimestampRouter, with any predicate. Under the String and ByteArray converters a
-record's Connect key and value are its own bytes, so these transforms give what they give record by record
+Filter, InsertHeader, DropHeaders, RegexRouter and TimestampRouter, with any predicate. Under the String and
+ByteArray converters a record's Connect key and value are its own bytes, so these transforms give what they give record by record
 (tests/unit/test_transforms_columnar.py holds both paths to the same messages) at a fraction of the cost: a
 ConnectRecord per row costs more than the whole columnar conversion. Written with numpy and Arrow compute because no
 library applies Connect's transforms to Arrow columns."""
@@ -65,14 +65,13 @@ class ColumnarChain:
                 timestamps = _timestamps(batch)
                 missing = applies & timestamps.mask
                 for row in np.flatnonzero(missing):
-                    failed[int(row)] = TransformFailed(
-                        f"transform '{stage.alias}' ({stage.class_name}): {TimestampRouter.MISSING}")
+                    failed[int(row)] = stage.failed(TimestampRouter.MISSING)
                 out |= missing
                 applies &= ~missing
                 if applies.any():
                     topics, unwritable = _by_time(topics, timestamps, applies, transform)
                     for row, exc in unwritable.items():
-                        failed[row] = TransformFailed(f"transform '{stage.alias}' ({stage.class_name}): {exc}")
+                        failed[row] = stage.failed(exc)
                         out[row] = True
                     topics_changed = True
             elif headers is not None and isinstance(transform, InsertHeader):
