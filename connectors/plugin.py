@@ -199,6 +199,9 @@ class ConnectorPlugin:
     exactly_once_modes: tuple[str, ...] = ()
     # For a connector without a position of its own: how a reset seeks its subscription; None: it cannot.
     seek: SubscriptionSeek | None = None
+    # A minimal working config as a .properties file gives it (`name` first, then the connector's keys): the docs
+    # page shows it as a bridges-file entry and as a .properties file, and a test loads both. Empty: none shown.
+    example: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.signal is None and self.watcher is None and self.open_stream is None:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from connectors.config.common import (
+    HIGH_IMPORTANCE, 
     ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys, TransformKeys,
 )
 from connectors.config.routing import TargetTemplate, route
@@ -17,10 +18,12 @@ MAX_REQUEST_BYTES = 9_500_000  # the reference's cap, under Pub/Sub's 10 MB publ
 
 class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys,
                             TransformKeys):
-    cps_project: str = Field(alias="cps.project", min_length=1, description="the Pub/Sub topic's project")
+    cps_project: str = Field(
+        alias="cps.project", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
+        description="the Pub/Sub topic's project")
     # The reference publishes every Kafka topic to its one topic.
     cps_topic: TargetTemplate = Field(
-        alias="cps.topic", min_length=1,
+        alias="cps.topic", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
         description="the Pub/Sub topic id; ${topic} in it routes each Kafka topic to its own (kafka-${topic}; "
                     "beyond the reference)")
     cps_endpoint: str = Field(DEFAULT_ENDPOINT, alias="cps.endpoint", description="the Pub/Sub endpoint (TLS)")
@@ -55,14 +58,14 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
         description="at the end of a task, how long what is still in flight may take to be acknowledged before the "
                     "task fails (and records nothing)")
     metadata_publish: bool = Field(
-        False, alias="metadata.publish",
+        False, alias="metadata.publish", json_schema_extra=HIGH_IMPORTANCE,
         description="the Kafka topic, partition, offset and timestamp as attributes (kafka.topic, ...)")
     headers_publish: bool = Field(
-        False, alias="headers.publish",
+        False, alias="headers.publish", json_schema_extra=HIGH_IMPORTANCE,
         description="Kafka headers as attributes, within the 100-attribute limit (a header that does not fit is "
                     "dropped and counted in headers_dropped)")
     ordering_key_source: Literal["none", "key", "partition"] = Field(
-        "none", alias="orderingKeySource",
+        "none", alias="orderingKeySource", json_schema_extra=HIGH_IMPORTANCE,
         description="`key`: the record's key is the ordering key; `partition`: the partition number is; `none`: no "
                     "ordering key")
     message_body_name: str = Field(
@@ -70,7 +73,7 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
         description="with a struct or map value, the field whose value is the message data (the others become "
                     "attributes)")
     message_format: Literal["attributes", "json", "topic-schema"] = Field(
-        "attributes", alias="messageFormat",
+        "attributes", alias="messageFormat", json_schema_extra=HIGH_IMPORTANCE,
         description="beyond the reference: `json` publishes the whole value as JSON text (JsonConverter's payload "
                     "form) instead of struct fields as attributes; `topic-schema` encodes it by the Pub/Sub topic's "
                     "own schema")

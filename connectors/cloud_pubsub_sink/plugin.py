@@ -55,4 +55,5 @@ CONNECTOR = SINK.plugin(
     route=_route,
     writes=_writes,
     partition_order=_partition_order,
+    example={"name": "orders_to_pubsub", "topics": "orders", "cps.project": "my-project", "cps.topic": "orders"},
 )

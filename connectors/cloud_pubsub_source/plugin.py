@@ -63,4 +63,6 @@ CONNECTOR = ConnectorPlugin(
     keys=ReportKeys("messages", read="messages_pulled", delivered="records_written", lag=None,
                     rejected=("messages_dropped",),
                     counted=(("records_dropped", "messages_dropped"), ("bytes_written", "bytes_written"))),
+    example={"name": "pubsub_to_orders", "cps.project": "my-project", "cps.subscription": "orders-sub",
+             "kafka.topic": "orders"},
 )

@@ -1,5 +1,12 @@
 """Executor side of the source: pull, write to Kafka, and ack each message only after Kafka
-acknowledged its record. A crash in between means redelivery (duplicates possible), never loss."""
+acknowledged its record. A crash in between means redelivery (duplicates possible), never loss.
+
+With unary pulls the next pull goes out while Kafka acknowledges the last one's records, and the acks leave on a
+thread of their own as Kafka's acknowledgements come in (at most 10,000 messages wait on Kafka at once); while Kafka
+is slow the ack deadline of what is in flight is extended. A micro-batch task's producer is kept for the Python
+worker's next task: a new idempotent producer waits about 0.5 s for its producer id before its first record is
+acknowledged (the Lite source and the Kafka sink keep theirs the same way). Acknowledge and ModifyAckDeadline requests
+are split to stay under the service's 512 KiB request limit."""
 
 from __future__ import annotations
 

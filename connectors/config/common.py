@@ -7,6 +7,7 @@ import typing
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic.fields import FieldInfo
 
 from connectors.kafka_connect.converter_classes import BYTE_ARRAY_CONVERTER, KNOWN_CONVERTERS, REGISTRY_CONVERTERS
 from connectors.kafka_connect.converters import converter_for
@@ -20,6 +21,17 @@ IGNORED_FRAMEWORK_KEYS = frozenset({
     "errors.log.enable", "errors.log.include.messages", "errors.deadletterqueue.topic.replication.factor",
     "header.converter",
 })
+
+# Kafka Connect's ConfigDef.Importance, given as `Field(..., json_schema_extra=HIGH_IMPORTANCE)` to the keys most
+# bridges set: a connector's page lists those as its common keys, and the others (low, when a field says nothing) as
+# its advanced keys.
+HIGH_IMPORTANCE = {"importance": "high"}
+
+
+def importance(field: FieldInfo) -> str:
+    """A config field's importance: "high" for the keys most bridges set, else "low"."""
+    extra = field.json_schema_extra
+    return extra.get("importance", "low") if isinstance(extra, dict) else "low"
 
 
 class ConnectorConfig(BaseModel):
@@ -63,7 +75,7 @@ class TransformKeys(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     transforms: TransformChain | None = Field(
-        None, alias="transforms",
+        None, alias="transforms", json_schema_extra=HIGH_IMPORTANCE,
         description="Kafka Connect's single message transforms, in order: a comma list of aliases, each with "
                     "`transforms.<alias>.type` and that class's keys (`predicates` likewise); see Transforms")
 
@@ -117,11 +129,11 @@ class ColumnarTransformKeys(TransformKeys):
 
 class GcpCredentialsKeys(BaseModel):
     gcp_credentials_file_path: str | None = Field(
-        None, alias="gcp.credentials.file.path",
+        None, alias="gcp.credentials.file.path", json_schema_extra=HIGH_IMPORTANCE,
         description="a service account key file; used when gcp.credentials.json is not set (then application "
                     "default credentials)")
     gcp_credentials_json: SecretStr | None = Field(
-        None, alias="gcp.credentials.json",
+        None, alias="gcp.credentials.json", json_schema_extra=HIGH_IMPORTANCE,
         description="a service account key as JSON, first in the reference's order; write it as ${env:NAME} so "
                     "the secret stays out of files")
 
@@ -142,17 +154,17 @@ class ConverterKeys(KeyRegistryKeys, ValueRegistryKeys):
     config to inherit from, bytes pass through."""
 
     key_converter: ConverterClass = Field(
-        BYTE_ARRAY_CONVERTER, alias="key.converter",
+        BYTE_ARRAY_CONVERTER, alias="key.converter", json_schema_extra=HIGH_IMPORTANCE,
         description="how a Kafka key is read (sinks) or written (sources): bytes as they are, UTF-8 text, JSON, or "
                     "a Schema Registry format (Avro, Protobuf, JSON Schema)")
     value_converter: ConverterClass = Field(
-        BYTE_ARRAY_CONVERTER, alias="value.converter",
+        BYTE_ARRAY_CONVERTER, alias="value.converter", json_schema_extra=HIGH_IMPORTANCE,
         description="how a Kafka value is read (sinks) or written (sources), as key.converter")
     key_converter_schemas_enable: bool = Field(
         True, alias="key.converter.schemas.enable",
         description="JsonConverter: keys are {\"schema\": ..., \"payload\": ...} envelopes (false: bare JSON)")
     value_converter_schemas_enable: bool = Field(
-        True, alias="value.converter.schemas.enable",
+        True, alias="value.converter.schemas.enable", json_schema_extra=HIGH_IMPORTANCE,
         description="JsonConverter: values are {\"schema\": ..., \"payload\": ...} envelopes (false: bare JSON)")
 
     @model_validator(mode="after")
@@ -184,11 +196,11 @@ class ErrorHandlingKeys(BaseModel):
     """Kafka Connect's error-handling keys (KIP-298)."""
 
     errors_tolerance: Literal["none", "all"] = Field(
-        "none", alias="errors.tolerance",
+        "none", alias="errors.tolerance", json_schema_extra=HIGH_IMPORTANCE,
         description="`all`: a record that cannot be converted or delivered for good is skipped (or dead-lettered) "
                     "and counted; `none`: the run fails naming it and records nothing")
     errors_deadletterqueue_topic_name: str | None = Field(
-        None, alias="errors.deadletterqueue.topic.name",
+        None, alias="errors.deadletterqueue.topic.name", json_schema_extra=HIGH_IMPORTANCE,
         description="with errors.tolerance=all: the Kafka topic (on the source cluster) bad records go to, as "
                     "they were read")
     errors_deadletterqueue_context_headers_enable: bool = Field(
@@ -211,10 +223,10 @@ class ExactlyOnceKeys(BaseModel):
     """KIP-618's keys of a source connector that writes Kafka, with their Kafka Connect names."""
 
     exactly_once_support: Literal["requested", "required"] = Field(
-        "requested", alias="exactly.once.support",
+        "requested", alias="exactly.once.support", json_schema_extra=HIGH_IMPORTANCE,
         description="`required`: records and the bridge's position go to Kafka in one transaction, so a consumer "
                     "with isolation.level=read_committed sees every source record exactly once, through kills, "
-                    "restarts and runs at once. `requested` (the default) is at least once, as before")
+                    "restarts and runs at once. `requested` (the default) is at least once")
     transaction_boundary: Literal["poll", "interval"] = Field(
         "poll", alias="transaction.boundary",
         description="with exactly.once.support=required: `poll`, one transaction per task's slice of a batch; "
@@ -239,8 +251,10 @@ class ExactlyOnceKeys(BaseModel):
 class KafkaTopicsKeys(BaseModel):
     """Source topics of a sink connector: `topics` (comma list) or `topics.regex`, exactly one."""
 
-    topics: str | None = Field(None, alias="topics", description="Kafka topics to read, a comma list")
-    topics_regex: str | None = Field(None, alias="topics.regex",
+    topics: str | None = Field(
+        None, alias="topics", json_schema_extra=HIGH_IMPORTANCE,
+        description="Kafka topics to read, a comma list")
+    topics_regex: str | None = Field(None, alias="topics.regex", json_schema_extra=HIGH_IMPORTANCE,
                                      description="a regular expression; every topic whose whole name matches")
     isolation_level: Literal["read_uncommitted", "read_committed"] = Field(
         "read_uncommitted", alias="consumer.override.isolation.level",

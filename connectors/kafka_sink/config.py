@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 
 from connectors.config.common import (
+    HIGH_IMPORTANCE, 
     ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, ExactlyOnceKeys, KafkaTopicsKeys,
 )
 from connectors.config.routing import TOPIC_PLACEHOLDER, TargetTemplate, is_routed, route
@@ -16,7 +17,7 @@ from connectors.kafka.connection import KafkaConnection
 
 class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ExactlyOnceKeys, ColumnarTransformKeys):
     target_bootstrap_servers: str = Field(
-        alias="target.bootstrap.servers", min_length=1,
+        alias="target.bootstrap.servers", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
         description="the target cluster (the local stack's second cluster: KAFKA_TARGET_BOOTSTRAP_SERVERS)")
     target_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", alias="target.security.protocol", description="how the target is reached")
@@ -28,7 +29,7 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Exact
     # MirrorMaker 2's IdentityReplicationPolicy is the default; "backup.${topic}" prefixes as its
     # DefaultReplicationPolicy does with an alias.
     topic_rename_format: TargetTemplate = Field(
-        TOPIC_PLACEHOLDER, alias="topic.rename.format", min_length=1,
+        TOPIC_PLACEHOLDER, alias="topic.rename.format", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
         description="the target topic's name; ${topic} is the source topic's (backup.${topic} prefixes); several "
                     "source topics need ${topic}")
     target_partition: Literal["same", "key"] = Field(
@@ -37,7 +38,7 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Exact
                     "added with target.topic.create, else the run fails before anything moves, naming both counts); "
                     "`key`: the target producer's partitioner (murmur2 of the key, as a Java producer)")
     target_topic_create: bool = Field(
-        True, alias="target.topic.create",
+        True, alias="target.topic.create", json_schema_extra=HIGH_IMPORTANCE,
         description="a missing target topic is created with its source's partition count and max.message.bytes, and "
                     "with target.partition=same one with fewer partitions than its source gets more, as MirrorMaker "
                     "2 does (else the run fails)")
@@ -46,7 +47,7 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Exact
     # Checkpoints only with target.partition=same: the key partitioner moves records, so no offset of a partition
     # maps to one of the target's.
     source_cluster_alias: str = Field(
-        "source", alias="source.cluster.alias", pattern=r"^[A-Za-z0-9_.-]+$",
+        "source", alias="source.cluster.alias", json_schema_extra=HIGH_IMPORTANCE, pattern=r"^[A-Za-z0-9_.-]+$",
         description="names the checkpoints topic, <alias>.checkpoints.internal (compacted, created when missing)")
     emit_checkpoints_enabled: bool = Field(
         True, alias="emit.checkpoints.enabled",

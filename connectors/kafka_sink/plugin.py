@@ -176,4 +176,5 @@ CONNECTOR = SINK.plugin(
     run_batch=_run_batch,
     position=KAFKA_SINK_OFFSETS,
     exactly_once_modes=("batch", "continuous"),
+    example={"name": "orders_to_dr", "topics": "orders", "target.bootstrap.servers": "dr-kafka:9092"},
 )

@@ -6,7 +6,9 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from connectors.config.common import ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.common import (
+    HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys,
+)
 from connectors.config.routing import is_routed, route
 
 # Kinesis Data Streams service limits (PutRecords).
@@ -18,16 +20,19 @@ MAX_BYTES_PER_RECORD = 1024 * 1024  # data and partition key together
 class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys):
     follows_routers: ClassVar[bool] = True
 
-    stream_name: str = Field(alias="kinesis.stream.name", min_length=1, max_length=128,
-                             pattern=r"^([a-zA-Z0-9_.-]|\$\{topic\})+$",
-                             description="the stream written; ${topic} routes each Kafka topic to its own stream "
-                                         "(kafka-${topic}), every one checked before the run reads; behind a "
-                                         "RegexRouter, the topic the router gives the record (Transforms)")
-    region: str = Field("us-east-1", alias="kinesis.region", description="the stream's region")
+    stream_name: str = Field(
+        alias="kinesis.stream.name", json_schema_extra=HIGH_IMPORTANCE, min_length=1, max_length=128,
+        pattern=r"^([a-zA-Z0-9_.-]|\$\{topic\})+$",
+        description="the stream written; ${topic} routes each Kafka topic to its own stream (kafka-${topic}), every "
+                    "one checked before the run reads; behind a RegexRouter, the topic the router gives the record "
+                    "(Transforms)")
+    region: str = Field(
+        "us-east-1", alias="kinesis.region", json_schema_extra=HIGH_IMPORTANCE,
+        description="the stream's region")
     endpoint: str | None = Field(None, alias="kinesis.endpoint",
                                  description="another endpoint; default: AWS_ENDPOINT_URL, else AWS's own")
     partition_key: Literal["key", "partition"] = Field(
-        "key", alias="kinesis.partition.key",
+        "key", alias="kinesis.partition.key", json_schema_extra=HIGH_IMPORTANCE,
         description="`key`: the Kafka key (UTF-8, at most 256 characters) is the partition key, a null key the Kafka "
                     "partition number, so a key's records share a shard; `partition`: each Kafka partition goes to "
                     "one shard (the explicit hash key of open shard partition % shards)")
@@ -43,11 +48,12 @@ class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Col
                     "backoff (0.1 s to 5 s) for this long; then the run fails naming the first record's topic, "
                     "partition and offset, and records nothing")
     aws_access_key_id: str | None = Field(
-        None, alias="aws.access.key.id",
+        None, alias="aws.access.key.id", json_schema_extra=HIGH_IMPORTANCE,
         description="with aws.secret.access.key (both or neither); default: the AWS credential chain (environment, "
                     "profile, instance role)")
     aws_secret_access_key: SecretStr | None = Field(
-        None, alias="aws.secret.access.key", description="the secret key (write it as a reference: ${env:...})")
+        None, alias="aws.secret.access.key", json_schema_extra=HIGH_IMPORTANCE,
+        description="the secret key (write it as a reference: ${env:...})")
 
     def stream_for(self, kafka_topic: str) -> str:
         return route(self.stream_name, kafka_topic)

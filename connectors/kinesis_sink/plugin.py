@@ -36,4 +36,6 @@ CONNECTOR = SINK.plugin(
     route=lambda bridge: (f"Kafka {kafka_source_label(bridge.config)} -> Kinesis stream "
                           f"{bridge.config.stream_name} ({bridge.config.region})"),
     writes=_stream,
+    example={"name": "orders_to_kinesis", "topics": "orders", "kinesis.stream.name": "orders",
+             "kinesis.region": "us-east-1"},
 )

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from connectors.config.common import (
+    HIGH_IMPORTANCE, 
     ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys, TransformKeys,
 )
 from connectors.config.routing import TargetTemplate, is_routed, route
@@ -24,12 +25,14 @@ def check_location(value: str) -> str:
 
 class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys,
                            TransformKeys):
-    pubsublite_project: str = Field(alias="pubsublite.project", min_length=1, description="the Lite topic's project")
-    pubsublite_location: str = Field(alias="pubsublite.location", min_length=1,
+    pubsublite_project: str = Field(
+        alias="pubsublite.project", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
+        description="the Lite topic's project")
+    pubsublite_location: str = Field(alias="pubsublite.location", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
                                      description="its location: a zone such as us-central1-a, or a region")
     # ${topic} routes each Kafka topic to its own Lite topic (e.g. kafka-${topic}); the reference has one.
     pubsublite_topic: TargetTemplate = Field(
-        alias="pubsublite.topic", min_length=1,
+        alias="pubsublite.topic", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
         description="the Lite topic; ${topic} in it routes each Kafka topic to its own (beyond the reference; each "
                     "one's partition count is read once per batch)")
     pubsublite_ordering_mode: Literal["DEFAULT", "KAFKA"] = Field(

@@ -47,4 +47,6 @@ CONNECTOR = SINK.plugin(
     uses=("pubsublite",),
     route=_route,
     writes=_writes,
+    example={"name": "orders_to_lite", "topics": "orders", "pubsublite.project": "my-project",
+             "pubsublite.location": "us-central1-a", "pubsublite.topic": "orders"},
 )

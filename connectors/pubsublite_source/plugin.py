@@ -78,4 +78,6 @@ CONNECTOR = ConnectorPlugin(
                     rejected=("messages_dropped",),
                     counted=(("records_dropped", "messages_dropped"), ("bytes_written", "bytes_written"))),
     exactly_once_modes=("batch", "continuous"),
+    example={"name": "lite_to_orders", "pubsublite.project": "my-project", "pubsublite.location": "us-central1-a",
+             "pubsublite.subscription": "orders-sub", "kafka.topic": "orders"},
 )

@@ -6,19 +6,23 @@ from typing import ClassVar
 
 from pydantic import Field, SecretStr
 
-from connectors.config.common import ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.common import (
+    HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys,
+)
 from connectors.config.routing import TargetTemplate, is_routed, route
 
 
 class PulsarSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys):
     follows_routers: ClassVar[bool] = True
 
-    service_url: str = Field(alias="pulsar.service.url", pattern=r"^pulsar(\+ssl)?://",
-                             description="pulsar://host:6650 or pulsar+ssl://... (the local stack's: PULSAR_SERVICE_URL)")
-    topic: TargetTemplate = Field("persistent://public/default/${topic}", alias="pulsar.topic", min_length=1,
-                                  description="the target topic; ${topic} is the Kafka topic (behind a RegexRouter, "
-                                              "the topic the router gives the record)")
-    auth_token: SecretStr | None = Field(None, alias="pulsar.auth.token",
+    service_url: str = Field(
+        alias="pulsar.service.url", json_schema_extra=HIGH_IMPORTANCE, pattern=r"^pulsar(\+ssl)?://",
+        description="pulsar://host:6650 or pulsar+ssl://... (the local stack's: PULSAR_SERVICE_URL)")
+    topic: TargetTemplate = Field(
+        "persistent://public/default/${topic}", alias="pulsar.topic", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
+        description="the target topic; ${topic} is the Kafka topic (behind a RegexRouter, the topic the router gives "
+                    "the record)")
+    auth_token: SecretStr | None = Field(None, alias="pulsar.auth.token", json_schema_extra=HIGH_IMPORTANCE,
                                          description="a token (write it as a reference: ${env:...}, ${file:...})")
     send_timeout_ms: int = Field(30_000, alias="pulsar.send.timeout.ms", ge=1_000,
                                  description="a message not acknowledged in this long fails the run in one line; "

@@ -43,4 +43,5 @@ CONNECTOR = SINK.plugin(
     uses=(),
     route=lambda bridge: f"Kafka {kafka_source_label(bridge.config)} -> Pulsar {bridge.config.topic}",
     writes=_writes,
+    example={"name": "orders_to_pulsar", "topics": "orders", "pulsar.service.url": "pulsar://pulsar:6650"},
 )

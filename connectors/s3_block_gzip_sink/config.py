@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from connectors.config.common import ConnectorConfig, ConverterKeys, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.common import HIGH_IMPORTANCE, ConnectorConfig, ConverterKeys, ErrorHandlingKeys, KafkaTopicsKeys
 
 
 class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys):
-    s3_bucket: str = Field(alias="s3.bucket", min_length=3, description="the bucket the archive is written to")
-    s3_prefix: str = Field("", alias="s3.prefix", description="the key prefix of every object it writes")
+    s3_bucket: str = Field(
+        alias="s3.bucket", json_schema_extra=HIGH_IMPORTANCE, min_length=3,
+        description="the bucket the archive is written to")
+    s3_prefix: str = Field(
+        "", alias="s3.prefix", json_schema_extra=HIGH_IMPORTANCE,
+        description="the key prefix of every object it writes")
     s3_endpoint: str | None = Field(None, alias="s3.endpoint",
                                     description="another S3 endpoint; default: AWS_ENDPOINT_URL, else AWS's own")
     s3_path_style: bool = Field(False, alias="s3.path_style", description="path-style addressing (bucket in the path)")
@@ -20,12 +24,12 @@ class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
                                          description="where a file is assembled before upload; default: the system's "
                                                      "temp folder")
     # The seed's files followed Kafka Connect's flush interval instead; the name is Confluent's S3 sink's key.
-    flush_size: int = Field(100_000, alias="flush.size", ge=1,
+    flush_size: int = Field(100_000, alias="flush.size", json_schema_extra=HIGH_IMPORTANCE, ge=1,
                             description="records per file; a re-run from the same offset writes the same object names")
 
     # Confluent's S3 sink's key for closing files on the wall clock.
     rotate_schedule_interval_ms: int = Field(
-        -1, alias="rotate.schedule.interval.ms",
+        -1, alias="rotate.schedule.interval.ms", json_schema_extra=HIGH_IMPORTANCE,
         description="continuous mode: a file is uploaded at most this long after its first record was read, or "
                     "sooner at flush.size records (at most 10,000 a file: a file is gathered in memory); -1: the "
                     "bridge's continuous.commit_interval_ms. A batch uploads its files at its end")

@@ -113,4 +113,5 @@ CONNECTOR = ConnectorPlugin(
     keys=ReportKeys("records", read="records_read", delivered="records_archived", lag="lag_remaining",
                     rejected=("records_skipped",),
                     counted=(("records_skipped", "records_skipped"), ("bytes_written", "bytes_written"))),
+    example={"name": "orders_archive", "topics": "orders", "s3.bucket": "my-archive"},
 )

@@ -68,4 +68,5 @@ CONNECTOR = SINK.plugin(
     route=lambda bridge: f"Kafka {bridge.config.topics} -> file {bridge.config.file}",
     writes=lambda bridge: (Endpoint(("file", *bridge.config.file.strip("/").split("/")), "file",
                                     f"file {bridge.config.file}"),),
+    example={"name": "orders_to_file", "topics": "orders", "file": "/tmp/orders.txt"},
 )

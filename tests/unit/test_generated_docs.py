@@ -51,3 +51,51 @@ def test_a_comparison_row_takes_medians_and_says_met_only_when_both_targets_are(
     assert "| **missed** | 2026-01-02" in row(comparison, results)
     del results["commit"]
     assert "commit not recorded" in row(comparison, results)
+
+
+def _connector_pages():
+    from bridgectl.generated_docs import CONNECTOR_PAGES
+    from connectors.plugins import installed_plugins
+
+    return [(plugin, CONNECTOR_PAGES / f"{name}.md") for name, plugin in sorted(installed_plugins().items())
+            if (CONNECTOR_PAGES / f"{name}.md").exists()]
+
+
+def test_every_connector_page_has_the_one_shape():
+    from bridgectl.generated_docs import CONNECTOR_SECTIONS
+
+    for plugin, page in _connector_pages():
+        headings = [line[3:] for line in page.read_text().splitlines() if line.startswith("## ")]
+        expected = [s for s in CONNECTOR_SECTIONS
+                    if s != "Differences from" or any(h.startswith(s) for h in headings)]
+        assert [next((s for s in expected if h.startswith(s)), h) for h in headings] == expected, (page, headings)
+        first = page.read_text().split("\n\n")[1]
+        assert not first.startswith("#") and len(first) > 40, f"{page}: opens with a summary paragraph"
+
+
+def test_a_connector_pages_example_is_one_bridge_in_both_forms(tmp_path):
+    """The YAML entry and the .properties file a page shows load into the same bridge, through the bridges file."""
+    import re
+
+    from connectors.bridges_file import load_bridges
+
+    for plugin, page in _connector_pages():
+        text = page.read_text()
+        [entry] = re.findall(r"```yaml\nbridges:\n(.*?)```", text, re.S)
+        [properties] = re.findall(r"```properties\n(name=.*?)```", text, re.S)
+        name = plugin.example["name"]
+        (tmp_path / f"{name}.properties").write_text(properties)
+        (tmp_path / "bridges.yaml").write_text(f"bridges:\n{entry}  - properties: {name}.properties\n"
+                                               f"    name: {name}_from_file\n")
+        from_yaml, from_file = load_bridges(tmp_path / "bridges.yaml")
+        assert from_yaml.connector == from_file.connector == plugin.name
+        assert from_yaml.config == from_file.config
+
+
+def test_common_keys_are_the_fields_of_high_importance():
+    from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
+
+    common, advanced = (key_table(CloudPubSubSinkConfig, importance=level) for level in ("high", "low"))
+    assert "| `cps.topic` |" in common and "| `cps.topic` |" not in advanced
+    assert "| `maxBufferSize` |" in advanced and "| `maxBufferSize` |" not in common
+    assert len(common.splitlines()) + len(advanced.splitlines()) - 4 == len(CloudPubSubSinkConfig.model_fields)
