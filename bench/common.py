@@ -61,8 +61,8 @@ def warm_engine(engine: str, remote: str | None):
 def run_sink_batch(spark, config, admin, batch, open_writer, group: str):
     """One batch of a Kafka-reading sink through the shared driver, as its plugin runs it, with its writer (each
     sink's write.py); a fresh `group` per run: a batch's delivered commits would start the next one past them."""
-    from connectors.kafka.sink_plugin import sink_deliver
-    from connectors.kafka.sink_batch import run_kafka_sink_batch
+    from connectors.framework.sink_plugin import sink_deliver
+    from connectors.framework.sink_batch import run_kafka_sink_batch
 
     return run_kafka_sink_batch(spark, config, admin, {}, batch, group, sink_deliver("bench", config, admin, open_writer))
 

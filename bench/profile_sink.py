@@ -60,8 +60,8 @@ def lite_sink_task(name: str):
 
 
 def _task(config, open_writer):
-    """What a Spark task runs: the shared task body over the sink's writer (connectors/kafka/sink_writer.py)."""
-    from connectors.kafka.sink_writer import TallySettings, write_records
+    """What a Spark task runs: the shared task body over the sink's writer (connectors/framework/sink_writer.py)."""
+    from connectors.framework.sink_writer import TallySettings, write_records
 
     return functools.partial(write_records, TallySettings("profile", config, {}), open_writer)
 

@@ -32,8 +32,8 @@ from asset_metadata import as_metadata, recorded_position
 from bridge_assets.continuous import Commit, follow_stream, loop_batches, termination_sets
 from bridge_assets.failures import failure_line
 from connectors.errors import BatchError, is_record_refused
-from connectors.kafka.leased_job import RESTARTED
-from connectors.kafka.stream_jobs import SharedJob, joining
+from connectors.framework.leased_job import RESTARTED
+from connectors.framework.stream_jobs import SharedJob, joining
 from connectors.plugin import Bridge
 import health
 from resources.lease import BridgeBusy, BridgeLease, LeaseLost

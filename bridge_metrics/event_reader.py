@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from bridge_metrics.bucketed import BucketedHistogram
 from bridge_metrics.catalog import DURATION_BUCKETS_S, METRICS
 from bridge_metrics.folding import fold
-from connectors.kafka.latency import BUCKETS_MS
+from connectors.framework.latency import BUCKETS_MS
 from connectors.plugin import Bridge
 import health
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from connectors.kafka.latency import BUCKET_FIELDS, SUM_FIELD
+from connectors.framework.latency import BUCKET_FIELDS, SUM_FIELD
 from connectors.plugin import ReportKeys
 
-# The value a Kafka sink records its send-to-arrival latency buckets under (connectors/kafka/plugin_parts.py).
+# The value a Kafka sink records its send-to-arrival latency buckets under (connectors/framework/plugin_parts.py).
 LATENCY_VALUE = "delivery_latency"
 
 
@@ -19,7 +19,7 @@ class Folded:
     duration_s: float | None  # None: the batch recorded none
     lag: int | None  # None: the connector cannot see it, or this batch recorded none
     partition_lag: dict[tuple[str, str], int]  # (topic, partition) -> lag, from a "partitions" table with a lag column
-    latency: tuple[list[int], float] | None = None  # counts per bucket (connectors/kafka/latency.py) and their sum (s)
+    latency: tuple[list[int], float] | None = None  # counts per bucket (connectors/framework/latency.py) and their sum (s)
 
 
 def _count(values: Mapping[str, Any], name: str | None) -> int:

@@ -6,8 +6,8 @@ from connectors import endpoints
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import is_routed, route
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import kafka_source_label
-from connectors.kafka.sink_plugin import KafkaSink
+from connectors.framework.plugin_parts import kafka_source_label
+from connectors.framework.sink_plugin import KafkaSink
 from connectors.plugin import Bridge, Systems
 
 

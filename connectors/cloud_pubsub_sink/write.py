@@ -22,8 +22,8 @@ from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.config.routing import PerTarget, is_routed
 from connectors.errors import BatchError, RecordError
-from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.sink_writer import OpenWriter, SinkWriter
+from connectors.framework.sink_tally import SinkTally, TalliedBatch
+from connectors.framework.sink_writer import OpenWriter, SinkWriter
 from connectors.outage import Unreachable
 
 # Sealed but unacknowledged, per task, when no flow-control key is set: bounds executor memory

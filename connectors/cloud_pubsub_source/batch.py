@@ -15,9 +15,9 @@ from connectors.cloud_pubsub_source.exactly_once import ExactlyOnceTask, pull_an
 from connectors.cloud_pubsub_source.write import SUMMARY_SCHEMA, SourceTask, pull_and_deliver
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin
-from connectors.kafka.batch_lease import held_batch_lease
+from connectors.framework.batch_lease import held_batch_lease
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.stream_lease import source_lease_place
+from connectors.framework.stream_lease import source_lease_place
 from connectors.kafka.transactions import PositionsTopic
 
 

@@ -36,7 +36,7 @@ from connectors.cloud_pubsub_source.write import (
     received_messages, summary_rows,
 )
 from connectors.errors import BatchError
-from connectors.kafka.batch_lease import watching
+from connectors.framework.batch_lease import watching
 from connectors.kafka.connection import source_producer_config
 from connectors.kafka.transactions import PositionsTopic, commit, holding_slot
 

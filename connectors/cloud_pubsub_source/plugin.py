@@ -9,7 +9,7 @@ from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.report import source_report
 from connectors.cloud_pubsub_source.seek import CLOUD_SUBSCRIPTION_SEEK
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import kafka_topic_written
+from connectors.framework.plugin_parts import kafka_topic_written
 from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
 
 

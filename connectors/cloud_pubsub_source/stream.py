@@ -21,10 +21,10 @@ from connectors.cloud_pubsub_source.report import source_report
 from connectors.cloud_pubsub_source.stream_task import stream_pull_and_deliver
 from connectors.cloud_pubsub_source.write import SourceTask
 from connectors.kafka.admin import KafkaAdmin
-from connectors.kafka.leased_job import LeasedJob
+from connectors.framework.leased_job import LeasedJob
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.stream_lease import source_lease_place
-from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
+from connectors.framework.stream_lease import source_lease_place
+from connectors.framework.stream_report import ReportingTaskSettings, new_reports
 from connectors.kafka.transactions import PositionsTopic
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from connectors.cloud_pubsub_source.write import (
     STREAM_PULL_HOLD_S, PulledDelivery, SourceClients, SourceTask, deliver_streamed, drain, pull_retry,
     received_messages, source_clients, streaming_pull,
 )
-from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
+from connectors.framework.stream_report import ReportingTaskSettings, ReportPoster
 
 # With nothing arriving, the task looks at its lease again after this long (streaming pull).
 _IDLE_WAIT_S = 0.1

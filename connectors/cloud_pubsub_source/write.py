@@ -26,7 +26,7 @@ from connectors.cloud_pubsub.clients import PubSubConnection
 from connectors.cloud_pubsub_source.config import CloudPubSubSourceConfig
 from connectors.cloud_pubsub_source.convert import CloudPubSubSourceConverter, MessageError, PubSubMessageIn
 from connectors.errors import BatchError
-from connectors.kafka.batch_lease import BatchLease, watching
+from connectors.framework.batch_lease import BatchLease, watching
 from connectors.kafka.connection import kept_client, refused_for_good, source_producer_config
 from connectors.outage import google_unanswered, outages_named
 

@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 
 from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.sink_writer import OpenWriter, SinkWriter
+from connectors.framework.sink_tally import SinkTally, TalliedBatch
+from connectors.framework.sink_writer import OpenWriter, SinkWriter
 from connectors.kafka.transactions import PositionsTopic, commit, holding_slot, slot_of
 from connectors.kafka_sink.write import ReplicaTarget, Sends
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import kafka_source_label, sink_report
-from connectors.kafka.sink_plugin import KafkaSink, sink_deliver
+from connectors.framework.plugin_parts import kafka_source_label, sink_report
+from connectors.framework.sink_plugin import KafkaSink, sink_deliver
 from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.kafka_sink.places import KAFKA_SINK_OFFSETS
 from connectors.plugin import BatchReport, Bridge, Systems
@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # Spark and the Kafka clients are imported by runs, not by th
 
     from connectors.bridge import BatchSettings
     from connectors.kafka.admin import KafkaAdmin, Offsets
-    from connectors.kafka.delivered import Landed, Landings
-    from connectors.kafka.sink_batch import SinkBatchResult
+    from connectors.framework.delivered import Landed, Landings
+    from connectors.framework.sink_batch import SinkBatchResult
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def run_replica_batch(spark: SparkSession, bridge_name: str, config: KafkaSinkCo
     """The shared Kafka sink batch (sink_batch.py) with this sink's writer, between the target topics made ready and
     the consumer-group checkpoints written."""
     from connectors.kafka.admin import KafkaAdmin
-    from connectors.kafka.sink_batch import run_kafka_sink_batch
+    from connectors.framework.sink_batch import run_kafka_sink_batch
     from connectors.kafka_sink.checkpoints import OffsetSync, target_ends, write_checkpoints
     from connectors.kafka_sink.exactly_once import with_transactions
     from connectors.kafka_sink.write import ReplicaWriter, prepare_targets
@@ -108,7 +108,7 @@ class _StreamCheckpoints:
         self._written_at = time.monotonic()
 
     def started(self, position: Offsets) -> None:
-        from connectors.kafka.delivered import Landed
+        from connectors.framework.delivered import Landed
         from connectors.kafka_sink.checkpoints import target_ends
 
         ends = target_ends(self._config, self._kafka, self._target)

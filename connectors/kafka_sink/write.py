@@ -18,8 +18,8 @@ from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import client_logger, kept_client, refused_for_good
 from connectors.kafka.dead_letter import HEADERS_ALLOWANCE, PRODUCER_MAX_BYTES
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.sink_writer import SinkWriter
+from connectors.framework.sink_tally import SinkTally, TalliedBatch
+from connectors.framework.sink_writer import SinkWriter
 from connectors.kafka.transactions import PositionsTopic
 from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.outage import Unreachable

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import kafka_source_label
-from connectors.kafka.sink_plugin import KafkaSink
+from connectors.framework.plugin_parts import kafka_source_label
+from connectors.framework.sink_plugin import KafkaSink
 from connectors.kinesis_sink.config import KinesisSinkConfig
 from connectors.plugin import Bridge, Systems
 

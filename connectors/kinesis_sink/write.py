@@ -15,8 +15,8 @@ import pyarrow as pa
 from google.api_core.retry import exponential_sleep_generator
 
 from connectors.errors import BatchError, RecordError
-from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.sink_writer import OpenWriter, SinkWriter, target_topics
+from connectors.framework.sink_tally import SinkTally, TalliedBatch
+from connectors.framework.sink_writer import OpenWriter, SinkWriter, target_topics
 from connectors.kinesis_sink.config import MAX_BYTES_PER_RECORD, KinesisSinkConfig
 from connectors.outage import Unreachable
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from connectors import endpoints
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import kafka_source_label
-from connectors.kafka.sink_plugin import KafkaSink
+from connectors.framework.plugin_parts import kafka_source_label
+from connectors.framework.sink_plugin import KafkaSink
 from connectors.plugin import Bridge, Systems
 from connectors.pubsublite_sink.config import PubSubLiteSinkConfig
 

@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from connectors.config.routing import PerTarget
 from connectors.errors import BatchError, RecordError
-from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.sink_writer import OpenWriter, SinkWriter
+from connectors.framework.sink_tally import SinkTally, TalliedBatch
+from connectors.framework.sink_writer import OpenWriter, SinkWriter
 from connectors.outage import Unreachable, lite_outages_named
 from connectors.pubsublite.clients import LiteConnection, region_of
 from connectors.pubsublite.stream_publisher import LitePublisher, LitePublishFailed, LitePublishSettings

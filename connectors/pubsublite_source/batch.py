@@ -18,9 +18,9 @@ from pyspark.sql import SparkSession
 
 from connectors.bridge import BatchSettings
 from connectors.kafka.admin import KafkaAdmin, share_budget
-from connectors.kafka.batch_lease import held_batch_lease
+from connectors.framework.batch_lease import held_batch_lease
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.stream_lease import source_lease_place
+from connectors.framework.stream_lease import source_lease_place
 from connectors.kafka.transactions import PositionsTopic
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection, region_of

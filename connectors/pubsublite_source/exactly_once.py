@@ -20,7 +20,7 @@ import pyarrow as pa
 from connectors.arrow_rows import rows_batch
 
 from connectors.errors import BatchError
-from connectors.kafka.batch_lease import watching
+from connectors.framework.batch_lease import watching
 from connectors.kafka.connection import source_producer_config
 from connectors.kafka.transactions import commit, holding_slot
 from connectors.pubsublite.clients import region_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from connectors import endpoints
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import kafka_topic_written
+from connectors.framework.plugin_parts import kafka_topic_written
 from connectors.plugin import (
     BatchReport, Bridge, ConnectorPlugin, Position, ReportKeys, Signal, SourcePlaces, Systems, Waiting,
 )

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from confluent_kafka import TopicPartition
 
 from connectors.kafka.admin import KafkaAdmin
-from connectors.kafka.leased_job import LeasedJob
+from connectors.framework.leased_job import LeasedJob
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.stream_lease import source_lease_place
-from connectors.kafka.stream_report import ReportingTaskSettings, new_reports
+from connectors.framework.stream_lease import source_lease_place
+from connectors.framework.stream_report import ReportingTaskSettings, new_reports
 from connectors.kafka.transactions import PositionsTopic
 from connectors.outage import lite_outages_named
 from connectors.pubsublite.clients import LiteConnection

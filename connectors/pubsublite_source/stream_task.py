@@ -16,8 +16,8 @@ import time
 from confluent_kafka import Producer
 
 from connectors.kafka.connection import source_producer_config
-from connectors.kafka.stream_lease import LeaseWatcher
-from connectors.kafka.stream_report import ReportingTaskSettings, ReportPoster
+from connectors.framework.stream_lease import LeaseWatcher
+from connectors.framework.stream_report import ReportingTaskSettings, ReportPoster
 from connectors.pubsublite.clients import region_of
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
 from connectors.pubsublite_source.exactly_once import StreamTransactions

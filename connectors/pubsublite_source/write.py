@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException
 from connectors.arrow_rows import rows_batch
 from connectors.errors import BatchError
 from connectors.kafka_connect.errors import ConversionError
-from connectors.kafka.batch_lease import BatchLease, watching
+from connectors.framework.batch_lease import BatchLease, watching
 from connectors.kafka.connection import kept_client, refused_for_good, source_producer_config
 from connectors.kafka.transactions import PositionsTopic
 from connectors.pubsublite.clients import LiteConnection, region_of

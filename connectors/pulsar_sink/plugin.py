@@ -6,8 +6,8 @@ import functools
 
 from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import kafka_source_label
-from connectors.kafka.sink_plugin import KafkaSink
+from connectors.framework.plugin_parts import kafka_source_label
+from connectors.framework.sink_plugin import KafkaSink
 from connectors.plugin import Bridge, Systems
 from connectors.pulsar_sink.config import PulsarSinkConfig
 

@@ -9,8 +9,8 @@ import threading
 import pyarrow as pa
 
 from connectors.errors import BatchError, RecordError
-from connectors.kafka.sink_tally import SinkTally, TalliedBatch
-from connectors.kafka.sink_writer import SinkWriter, target_topics
+from connectors.framework.sink_tally import SinkTally, TalliedBatch
+from connectors.framework.sink_writer import SinkWriter, target_topics
 from connectors.outage import Unreachable
 from connectors.pulsar_sink.config import PulsarSinkConfig
 

@@ -12,7 +12,7 @@ from connectors.bridge import BatchSettings
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
 from connectors.kafka.dead_letter import dead_letter_client_config
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.spark_read import deliver_offset_ranges
+from connectors.framework.spark_read import deliver_offset_ranges
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.store import Cursor, read_cursor, s3_client, s3_outages_named, write_cursor
 from connectors.s3_block_gzip_sink.write import SUMMARY_SCHEMA, archive_arrow_batches

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from connectors import endpoints
-from connectors.kafka.plugin_parts import KAFKA_LAG, kafka_source_label, kafka_topics_read, partitions_table
+from connectors.framework.plugin_parts import KAFKA_LAG, kafka_source_label, kafka_topics_read, partitions_table
 from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, ReportKeys, Systems
 from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.places import ARCHIVE_OFFSETS
@@ -72,7 +72,7 @@ def _open_stream(systems: Systems, bridge: Bridge, position):
     import functools
 
     from connectors.kafka.dead_letter import dead_letter_client_config
-    from connectors.kafka.sink_stream import Rounds, StreamCounts, open_kafka_sink_stream
+    from connectors.framework.sink_stream import Rounds, StreamCounts, open_kafka_sink_stream
     from connectors.s3_block_gzip_sink.batch import COUNTERS, ArchiveBatchResult, archive_start
     from connectors.s3_block_gzip_sink.store import s3_client
     from connectors.s3_block_gzip_sink.write import archive_arrow_batches

@@ -16,9 +16,9 @@ from pydantic import Field
 
 from connectors.config.common import ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys
 from connectors.endpoints import Endpoint
-from connectors.kafka.sink_plugin import KafkaSink
-from connectors.kafka.sink_tally import TalliedBatch
-from connectors.kafka.sink_writer import SinkWriter
+from connectors.framework.sink_plugin import KafkaSink
+from connectors.framework.sink_tally import TalliedBatch
+from connectors.framework.sink_writer import SinkWriter
 from connectors.plugin import Bridge, Systems
 
 

@@ -13,7 +13,7 @@ from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sen
 
 from bridge_assets.definitions import build_definitions
 from asset_metadata import recorded_position
-from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from connectors.framework.plugin_parts import KAFKA_OFFSETS
 from resources import default_resources
 from google.pubsub_v1.types import PubsubMessage
 

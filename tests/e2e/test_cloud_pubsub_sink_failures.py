@@ -13,7 +13,7 @@ from google.cloud import pubsub_v1
 
 from asset_metadata import recorded_position
 from bridge_assets.definitions import build_definitions
-from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from connectors.framework.plugin_parts import KAFKA_OFFSETS
 from resources import default_resources
 from tests.e2e.helpers import (
     cli_run, create_pubsub_topic, drain, kafka_admin, kill_run_midway, materialize_bridge, produce, sink_bridges_file,

@@ -14,7 +14,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from asset_metadata import recorded_position
 from bridge_assets.definitions import build_definitions
-from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from connectors.framework.plugin_parts import KAFKA_OFFSETS
 from resources import KafkaResource, default_resources
 from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file
 

@@ -218,7 +218,7 @@ def test_a_writer_told_to_stop_purges_what_the_target_has_not_acknowledged(stack
     from connectors.config.common import ErrorHandlingKeys
     from connectors.errors import DeliveryAbandoned
     from connectors.kafka.range_reader import RECORD_SCHEMA_WITH_HEADERS
-    from connectors.kafka.sink_tally import SinkTally
+    from connectors.framework.sink_tally import SinkTally
     from connectors.kafka_sink.config import KafkaSinkConfig
     from connectors.kafka_sink.write import ReplicaTarget, ReplicaWriter
 

@@ -23,7 +23,7 @@ from dagster import AssetKey, DagsterInstance
 from bench.process_memory import children
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
-from connectors.kafka.delivered import DeliveredCommit
+from connectors.framework.delivered import DeliveredCommit
 from tests.e2e.test_continuous_e2e import CONTINUOUS, CloudSink, KafkaReplica, recorded_position, start, wait_until
 from tests.e2e.helpers import cli_run, kafka_admin, mm2_checkpoints, produce_to_partition
 

@@ -10,7 +10,7 @@ from dagster import AssetKey, DagsterInstance
 
 from asset_metadata import recorded_position
 from bridge_assets.definitions import build_definitions
-from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from connectors.framework.plugin_parts import KAFKA_OFFSETS
 from tests.e2e.helpers import cli_run, kafka_admin, kill_run_midway, materialize_bridge, produce, produce_to_partition
 from tests.e2e.lite_helpers import create_lite_topic, lite_bridges_file, read_lite_partition, read_lite_topic
 

@@ -26,7 +26,7 @@ def _slot_work(folder: str, name: str, slot: int) -> None:
 
 
 def test_streams_opened_while_the_shared_job_runs_share_its_next_launch(stack, spark, tmp_path, unique):
-    from connectors.kafka.stream_jobs import SharedJob
+    from connectors.framework.stream_jobs import SharedJob
 
     topic = f"shared-launch-{unique}"
     kafka_admin().create_topic(topic, partitions=1)  # the slots' ends are committed at its partition 0

@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition
 
 from connectors.bridge import BatchSettings
 from connectors.kafka.connection import group_committer
-from connectors.kafka.stream_lease import lease_group
+from connectors.framework.stream_lease import lease_group
 from tests.e2e.helpers import create_pubsub_topic, drain, kafka_admin, publish_pubsub_messages
 from tests.e2e.lite_helpers import LOCATION, create_lite_topic, lite_connection, publish_lite
 

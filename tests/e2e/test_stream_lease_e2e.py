@@ -15,9 +15,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from connectors.arrow_rows import rows_batch
 from connectors.kafka.admin import PartitionRange
 from connectors.kafka.connection import KafkaConnection, group_committer
-from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
-from connectors.kafka.spark_read import BatchProgress, deliver_offset_ranges
-from connectors.kafka.stream_lease import (
+from connectors.framework.sink_tally import COUNTERS, SUMMARY_SCHEMA
+from connectors.framework.spark_read import BatchProgress, deliver_offset_ranges
+from connectors.framework.stream_lease import (
     LAPSE_S, OWNER_LOOK_S, HostBeat, LeaseHolder, LeaseWatcher, lease_group,
 )
 from tests.e2e.helpers import kafka_admin
@@ -87,8 +87,8 @@ def test_one_host_beat_keeps_its_streams_and_a_stop_or_a_gone_host_ends_them(sta
 def test_a_stream_task_linked_to_its_run_stops_when_the_run_goes_while_its_lease_is_still_beaten(stack):
     """A source stream's task (ReportingTaskSettings) links to its run's listener: the run's end is seen at the next
     look, not the lease's lapse; here the lease goes on being beaten, so only the link can have told."""
-    from connectors.kafka.run_liveness import RunLiveness
-    from connectors.kafka.stream_report import ReportingTaskSettings
+    from connectors.framework.run_liveness import RunLiveness
+    from connectors.framework.stream_report import ReportingTaskSettings
 
     config = {"bootstrap.servers": stack.env()["KAFKA_BOOTSTRAP_SERVERS"]}
     where, group, stream_id = _topic(), f"connect-linked-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:16]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from connectors.kafka.leased_job import STALLED
+from connectors.framework.leased_job import STALLED
 from tests.e2e.helpers import cli_run
 from tests.e2e.test_continuous_e2e import (
     Archive, CloudSink, CloudSource, KafkaReplica, KinesisSink, LiteSink, LiteSource, PulsarSink, recorded_position,

@@ -19,7 +19,7 @@ from google.cloud import pubsub_v1
 
 from asset_metadata import recorded_position
 from bridge_assets.definitions import build_definitions
-from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from connectors.framework.plugin_parts import KAFKA_OFFSETS
 from connectors.pubsublite_source.plugin import LITE_CURSORS
 from resources import default_resources
 from tests.e2e.helpers import PROJECT, create_pubsub_topic, kafka_admin

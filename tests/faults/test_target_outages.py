@@ -18,7 +18,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from asset_metadata import recorded_position
 from bridge_assets.definitions import build_definitions
-from connectors.kafka.plugin_parts import KAFKA_OFFSETS
+from connectors.framework.plugin_parts import KAFKA_OFFSETS
 from connectors.s3_block_gzip_sink.reader import read_from_offset
 from resources import default_resources
 from tests.e2e.helpers import PROJECT, create_pubsub_topic, drain, kafka_admin, produce, sink_bridges_file

@@ -10,7 +10,7 @@ from bridge_metrics.catalog import METRICS
 from bridge_metrics.event_reader import BridgeMetrics, EventReader
 from bridge_metrics.folding import fold
 from connectors.bridge import BatchSettings, CheckSettings, SensorSettings
-from connectors.kafka.plugin_parts import SINK_KEYS
+from connectors.framework.plugin_parts import SINK_KEYS
 from connectors.plugin import Bridge, COUNTED_METRICS, ReportKeys
 from connectors.plugins import plugin_for
 import health
@@ -115,7 +115,7 @@ def test_partition_lag_is_a_series_per_partition_only_when_asked():
 
 
 def test_a_sinks_latency_buckets_become_one_cumulative_histogram():
-    from connectors.kafka.latency import BUCKET_FIELDS, SUM_FIELD
+    from connectors.framework.latency import BUCKET_FIELDS, SUM_FIELD
 
     bridge = _bridge("orders")
     metrics = BridgeMetrics()

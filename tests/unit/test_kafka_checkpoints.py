@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import struct
 
-from connectors.kafka.delivered import DeliveredCommit, Landed
-from connectors.kafka.sink_tally import COUNTERS
+from connectors.framework.delivered import DeliveredCommit, Landed
+from connectors.framework.sink_tally import COUNTERS
 from connectors.kafka_sink.checkpoints import OffsetSync, checkpoint_key, checkpoint_value
 
 

@@ -47,8 +47,8 @@ def test_without_headers_the_column_is_left_out():
 
 
 def test_a_stream_commit_carries_its_stream_and_counts_in_the_commit_metadata():
-    from connectors.kafka.sink_tally import COUNTERS
-    from connectors.kafka.delivered import DeliveredCommit
+    from connectors.framework.sink_tally import COUNTERS
+    from connectors.framework.delivered import DeliveredCommit
 
     commit = DeliveredCommit("abc123", {"records": 7, "published": 5, "skipped": 2})
     text = commit.to_metadata()
@@ -63,7 +63,7 @@ def test_a_stream_commit_carries_its_stream_and_counts_in_the_commit_metadata():
 def test_a_stream_commit_carries_the_counts_its_sink_names():
     """A sink with a delivery of its own (the archive: records, files, bytes) commits its own counts, read back by
     the same names."""
-    from connectors.kafka.delivered import DeliveredCommit
+    from connectors.framework.delivered import DeliveredCommit
     from connectors.s3_block_gzip_sink.batch import COUNTERS
 
     commit = DeliveredCommit("abc123", {"records": 7, "files": 2, "bytes_uncompressed": 90, "bytes_written": 40,
@@ -72,7 +72,7 @@ def test_a_stream_commit_carries_the_counts_its_sink_names():
 
 
 def test_a_batch_is_delivered_in_parts_each_knowing_where_it_ends_per_partition():
-    from connectors.kafka.spark_read import _Part
+    from connectors.framework.spark_read import _Part
 
     batches = [arrow_batch("t", 0, MESSAGES[:1], False), arrow_batch("t", 1, MESSAGES[1:2], False),
                arrow_batch("t", 0, MESSAGES[2:], False)]

@@ -8,10 +8,10 @@ import pyarrow as pa
 
 from bridge_assets.continuous import CommitWindow
 from connectors.config.common import ErrorHandlingKeys
-from connectors.kafka.delivered import DeliveredCommit
-from connectors.kafka.latency import BUCKET_FIELDS, SUM_FIELD, latency_counts
+from connectors.framework.delivered import DeliveredCommit
+from connectors.framework.latency import BUCKET_FIELDS, SUM_FIELD, latency_counts
 from connectors.kafka.range_reader import RECORD_SCHEMA
-from connectors.kafka.sink_tally import COUNTERS, SinkTally
+from connectors.framework.sink_tally import COUNTERS, SinkTally
 from connectors.plugin import BatchReport
 
 

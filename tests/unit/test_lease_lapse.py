@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from connectors.kafka import spark_read, stream_lease
-from connectors.kafka.stream_lease import BEAT_S, LAPSE_S, HostBeatRef, LeaseWatcher
+from connectors.framework import spark_read, stream_lease
+from connectors.framework.stream_lease import BEAT_S, LAPSE_S, HostBeatRef, LeaseWatcher
 
 
 class _Clock:

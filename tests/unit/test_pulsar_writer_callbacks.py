@@ -7,7 +7,7 @@ import threading
 import pulsar
 
 from connectors.config.common import ErrorHandlingKeys
-from connectors.kafka.sink_tally import SinkTally
+from connectors.framework.sink_tally import SinkTally
 from connectors.pulsar_sink import write
 from connectors.pulsar_sink.config import PulsarSinkConfig
 from tests.unit.kafka_rows import awkward_kafka_rows

@@ -1,4 +1,4 @@
-"""A batch task's link to its run's process (connectors/kafka/run_liveness.py): open while the run lives, gone at
+"""A batch task's link to its run's process (connectors/framework/run_liveness.py): open while the run lives, gone at
 the task's next look once the run's process ends or is killed, and never gone where no link to its own run could be
 made (nothing listening, or something else answering there)."""
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from connectors.kafka.run_liveness import CONNECT_TIMEOUT_S, GREETING_TIMEOUT_S, LivenessLink, RunLiveness
+from connectors.framework.run_liveness import CONNECT_TIMEOUT_S, GREETING_TIMEOUT_S, LivenessLink, RunLiveness
 
 TOKEN = b"0123456789abcdef"
 
@@ -36,7 +36,7 @@ def test_a_link_is_gone_once_the_run_closes_it_and_not_before():
 
 def test_a_link_is_gone_when_the_run_process_is_killed():
     run = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                            "from connectors.kafka.run_liveness import RunLiveness\n"
+                            "from connectors.framework.run_liveness import RunLiveness\n"
                             f"liveness = RunLiveness({TOKEN!r}, '127.0.0.1')\n"
                             "print(*liveness.address, flush=True)\n"
                             "time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
@@ -84,8 +84,8 @@ def test_an_always_on_stream_listens_for_its_tasks_from_its_start_until_it_is_en
     closes it, so the tasks still linked stop at their next look; a new job listens anew."""
     from types import SimpleNamespace
 
-    from connectors.kafka.leased_job import LeasedJob
-    from connectors.kafka.run_liveness import link_to
+    from connectors.framework.leased_job import LeasedJob
+    from connectors.framework.run_liveness import link_to
 
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     stream = LeasedJob.__new__(LeasedJob)  # the base's constructor needs a Spark session: only what is used here

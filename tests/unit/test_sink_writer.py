@@ -1,4 +1,4 @@
-"""The task body every Kafka-reading sink shares (connectors/kafka/sink_writer.py): the writer is put each batch and
+"""The task body every Kafka-reading sink shares (connectors/framework/sink_writer.py): the writer is put each batch and
 flushed before the summary exists; a failure leaves the writer with the error and yields no summary; what a writer
 rejects goes through errors.tolerance."""
 
@@ -10,8 +10,8 @@ import pytest
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.range_reader import RECORD_SCHEMA_WITH_HEADERS
 from connectors.errors import RecordError
-from connectors.kafka.sink_tally import TalliedBatch
-from connectors.kafka.sink_writer import SinkWriter, TallySettings, write_records
+from connectors.framework.sink_tally import TalliedBatch
+from connectors.framework.sink_writer import SinkWriter, TallySettings, write_records
 
 
 def _records(partition: int, offsets: range, values=None) -> pa.RecordBatch:

@@ -6,8 +6,8 @@ router gave it beside."""
 import pyarrow as pa
 
 from connectors.config.common import ErrorHandlingKeys
-from connectors.kafka.sink_tally import TalliedBatch
-from connectors.kafka.sink_writer import SinkWriter, TallySettings, target_topics, write_records
+from connectors.framework.sink_tally import TalliedBatch
+from connectors.framework.sink_writer import SinkWriter, TallySettings, target_topics, write_records
 from connectors.pulsar_sink.config import PulsarSinkConfig
 from connectors.transforms.columnar import ColumnarChain
 from tests.unit.kafka_rows import awkward_kafka_rows

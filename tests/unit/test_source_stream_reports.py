@@ -3,7 +3,7 @@ moved since its last look, ignoring an earlier run's reports."""
 
 from connectors.cloud_pubsub_source.batch import SourceBatchResult
 from connectors.cloud_pubsub_source.stream import CloudPubSubSourceStream
-from connectors.kafka.stream_report import TaskReport, report_group
+from connectors.framework.stream_report import TaskReport, report_group
 
 
 class _Commits:

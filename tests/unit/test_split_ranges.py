@@ -8,7 +8,7 @@ import yaml
 
 from connectors.bridges_file import BridgeConfigError, load_bridges
 from connectors.kafka.admin import PartitionRange
-from connectors.kafka.spark_read import split_ranges
+from connectors.framework.spark_read import split_ranges
 
 
 def test_one_partition_becomes_as_many_pieces_covering_it_once_in_order():

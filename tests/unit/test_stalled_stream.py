@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from connectors.kafka.leased_job import _RESTARTS, STALLED, LeasedJob
+from connectors.framework.leased_job import _RESTARTS, STALLED, LeasedJob
 
 
 class _Job:

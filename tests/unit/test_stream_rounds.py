@@ -6,7 +6,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 from connectors.kafka.range_reader import ReaderSettings
-from connectors.kafka.stream_task import StreamSettings, _Stream
+from connectors.framework.stream_task import StreamSettings, _Stream
 
 
 class _Message:
@@ -43,7 +43,7 @@ class _Lease:
 
 def _stream(monkeypatch, linger_s: float) -> tuple[_Stream, list[float], list[dict]]:
     clock = [0.0]
-    monkeypatch.setattr("connectors.kafka.stream_task.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("connectors.framework.stream_task.time.monotonic", lambda: clock[0])
     stream = object.__new__(_Stream)  # no consumer of Kafka's: the round logic only
     stream.settings = StreamSettings(ReaderSettings({}, "k:9092", 30), "connect-b", "s1", linger_s, ("t", 0))
     stream.consumer = _Consumer(clock)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from confluent_kafka import TopicPartition
 
-from connectors.kafka.stream_lease import HostBeat
-from connectors.kafka.stream_slots import NOTHING_SCHEMA, SharedSlot, SlotEnds, SlotWork, run_shared, run_slots
+from connectors.framework.stream_lease import HostBeat
+from connectors.framework.stream_slots import NOTHING_SCHEMA, SharedSlot, SlotEnds, SlotWork, run_shared, run_slots
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,13 +23,13 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.kafka.connection import client_logger
-from connectors.kafka.delivered import DeliveredCommit, Landed
+from connectors.framework.delivered import DeliveredCommit, Landed
 from connectors.kafka.outages import KAFKA_UNREACHABLE_CODES
 from connectors.kafka.range_reader import ReaderSettings, arrow_batch
-from connectors.kafka.run_liveness import link_to
-from connectors.kafka.sink_tally import COUNTERS
-from connectors.kafka.spark_read import Deliver
-from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
+from connectors.framework.run_liveness import link_to
+from connectors.framework.sink_tally import COUNTERS
+from connectors.framework.spark_read import Deliver
+from connectors.framework.stream_lease import HostBeatRef, LeaseWatcher
 
 # With nothing arriving, a consume call waits this long before the task looks at its commits and lease again: an
 # idle stream commits what it delivered last within this long, and looks at its lease as often (late enough for a

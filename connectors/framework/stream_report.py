@@ -16,9 +16,9 @@ from typing import Any, Iterator
 from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.kafka.connection import group_committer
-from connectors.kafka.run_liveness import link_to
-from connectors.kafka.stream_lease import HostBeatRef, LeaseWatcher
-from connectors.kafka.stream_task import StreamCommitRefused, commit_may_retry
+from connectors.framework.run_liveness import link_to
+from connectors.framework.stream_lease import HostBeatRef, LeaseWatcher
+from connectors.framework.stream_task import StreamCommitRefused, commit_may_retry
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Callable
 from confluent_kafka import TopicPartition
 
 from connectors.errors import is_record_refused, root_cause
-from connectors.kafka.run_liveness import RunLiveness
-from connectors.kafka.stream_jobs import OwnJob, SharedJob, SharedMember, current_shared_job
-from connectors.kafka.stream_lease import HostBeatRef, LeaseHolder
-from connectors.kafka.stream_slots import SlotWork
+from connectors.framework.run_liveness import RunLiveness
+from connectors.framework.stream_jobs import OwnJob, SharedJob, SharedMember, current_shared_job
+from connectors.framework.stream_lease import HostBeatRef, LeaseHolder
+from connectors.framework.stream_slots import SlotWork
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

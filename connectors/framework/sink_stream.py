@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Callable
 from confluent_kafka import TopicPartition
 
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
-from connectors.kafka.delivered import DeliveredCommit, Landed, Landings, past_delivered
-from connectors.kafka.leased_job import LeasedJob
+from connectors.framework.delivered import DeliveredCommit, Landed, Landings, past_delivered
+from connectors.framework.leased_job import LeasedJob
 from connectors.kafka.outages import kafka_outages_named
 from connectors.kafka.range_reader import ReaderSettings
-from connectors.kafka.sink_batch import SinkBatchResult
-from connectors.kafka.sink_tally import COUNTERS
-from connectors.kafka.spark_read import Deliver
-from connectors.kafka.stream_task import StreamSettings, stream_partitions
+from connectors.framework.sink_batch import SinkBatchResult
+from connectors.framework.sink_tally import COUNTERS
+from connectors.framework.spark_read import Deliver
+from connectors.framework.stream_task import StreamSettings, stream_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -117,7 +117,7 @@ class KafkaSinkStream(LeasedJob):
 
     # --- the Stream protocol ---------------------------------------------------------------------------
     def progress(self):
-        from connectors.kafka.plugin_parts import sink_report
+        from connectors.framework.plugin_parts import sink_report
 
         config, kafka = self._bridge.config, self._kafka
         started = self._reported_at

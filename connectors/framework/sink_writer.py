@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.record import records_from_arrow
-from connectors.kafka.sink_tally import SinkTally
+from connectors.framework.sink_tally import SinkTally
 from connectors.transforms.columnar import ColumnarChain
 
 

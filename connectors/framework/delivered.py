@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from connectors.kafka.sink_tally import COUNTERS
+from connectors.framework.sink_tally import COUNTERS
 
 if TYPE_CHECKING:
     from connectors.kafka.admin import KafkaAdmin, Offsets

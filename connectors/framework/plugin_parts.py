@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from connectors import endpoints
 from connectors.endpoints import Endpoint
-from connectors.kafka.latency import LATENCY_FIELDS
+from connectors.framework.latency import LATENCY_FIELDS
 from connectors.plugin import (
     BatchReport, PartitionKey, Place, Position, ReportKeys, Signal, SourcePlaces, Systems, Table, Waiting,
 )
@@ -15,7 +15,7 @@ from connectors.plugin import (
 if TYPE_CHECKING:  # Spark and Arrow are imported by runs, not by the code location's load
     from connectors.plugin import Bridge
     from connectors.kafka.admin import BatchPlan, Offsets
-    from connectors.kafka.sink_batch import SinkBatchResult
+    from connectors.framework.sink_batch import SinkBatchResult
 
 
 def _offsets_from_json(value: Any) -> Offsets:
@@ -31,7 +31,7 @@ def _kafka_places(systems: Systems, bridge: Bridge, position: Offsets) -> tuple[
     """Each partition of the bridge's topics: the recorded offset, where the next run starts (as a batch plans it:
     past a part a killed run delivered, and where `batch.initial_offsets` puts a partition never recorded), the
     oldest offset kept and the end (the last stable offset under read_committed)."""
-    from connectors.kafka.delivered import past_delivered
+    from connectors.framework.delivered import past_delivered
 
     config, recorded = bridge.config, position or {}
     admin = systems.kafka.admin()
@@ -129,7 +129,7 @@ def sink_report(result: SinkBatchResult) -> BatchReport:
         "records_dead_letter_refused": t["dead_letter_refused"],
         "bytes_read": t["bytes"],
         "headers_dropped": t["headers_dropped"],
-        # Send-to-arrival: each record's Kafka timestamp to its acknowledgement, in buckets (connectors/kafka/latency.py).
+        # Send-to-arrival: each record's Kafka timestamp to its acknowledgement, in buckets (connectors/framework/latency.py).
         "delivery_latency": {name: t[name] for name in LATENCY_FIELDS},
         "duration_seconds": round(result.duration_s, 3),
         "records_per_second": round(result.records_per_second, 1),

@@ -10,10 +10,10 @@ from pyspark.sql import SparkSession
 from connectors.bridge import BatchSettings
 from connectors.config.common import KafkaTopicsKeys
 from connectors.kafka.admin import BatchPlan, KafkaAdmin, Offsets
-from connectors.kafka.delivered import past_delivered
+from connectors.framework.delivered import past_delivered
 from connectors.kafka.outages import kafka_outages_named
-from connectors.kafka.sink_tally import COUNTERS, SUMMARY_SCHEMA
-from connectors.kafka.spark_read import BatchProgress, Deliver, deliver_offset_ranges
+from connectors.framework.sink_tally import COUNTERS, SUMMARY_SCHEMA
+from connectors.framework.spark_read import BatchProgress, Deliver, deliver_offset_ranges
 
 
 @dataclass

@@ -18,11 +18,11 @@ from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql import Row, SparkSession
 
 from connectors.kafka.admin import PartitionRange
-from connectors.kafka.batch_lease import BatchLease, held_batch_lease, watching
+from connectors.framework.batch_lease import BatchLease, held_batch_lease, watching
 from connectors.kafka.connection import KafkaConnection, group_committer
-from connectors.kafka.delivered import DeliveredCommit
+from connectors.framework.delivered import DeliveredCommit
 from connectors.kafka.range_reader import ReaderSettings, read_ranges
-from connectors.kafka.sink_tally import COUNTERS
+from connectors.framework.sink_tally import COUNTERS
 
 __all__ = ["BatchProgress", "Deliver", "deliver_offset_ranges", "split_ranges"]
 

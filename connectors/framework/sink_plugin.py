@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from connectors.config.common import ConnectorConfig, ErrorHandlingKeys
 from connectors.endpoints import Endpoint
-from connectors.kafka.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_topics_read, sink_report
+from connectors.framework.plugin_parts import KAFKA_LAG, KAFKA_OFFSETS, SINK_KEYS, kafka_topics_read, sink_report
 from connectors.plugin import BatchReport, Bridge, ConnectorPlugin, Systems
 
 if TYPE_CHECKING:  # Spark, Arrow and the Kafka clients are imported by runs, not by the code location's load
     from connectors.kafka.admin import KafkaAdmin, Offsets
-    from connectors.kafka.delivered import Landings
-    from connectors.kafka.sink_writer import OpenWriter
-    from connectors.kafka.spark_read import Deliver
+    from connectors.framework.delivered import Landings
+    from connectors.framework.sink_writer import OpenWriter
+    from connectors.framework.spark_read import Deliver
 
 
 # How long an always-on round waits for more records after its first, for a sink whose client has no linger of its own.
@@ -59,7 +59,7 @@ class KafkaSink:
                             self.transforms_before_writer)
 
     def run_batch(self, systems: Systems, bridge: Bridge, position: Offsets) -> BatchReport:
-        from connectors.kafka.sink_batch import run_kafka_sink_batch
+        from connectors.framework.sink_batch import run_kafka_sink_batch
 
         kafka = systems.kafka.admin()
         deliver = self.deliver(systems, bridge, kafka)
@@ -68,7 +68,7 @@ class KafkaSink:
                                                     bridge.consumer_group, deliver))
 
     def open_stream(self, systems: Systems, bridge: Bridge, position: Offsets | None):
-        from connectors.kafka.sink_stream import Rounds, open_kafka_sink_stream
+        from connectors.framework.sink_stream import Rounds, open_kafka_sink_stream
 
         kafka = systems.kafka.admin()
         # Prepared again when the source's partitions change (as Kafka Connect starts a connector again on a
@@ -83,7 +83,7 @@ def sink_deliver(bridge_name: str, config: ConnectorConfig, kafka: KafkaAdmin, o
     """The executors' delivery of a Kafka-reading sink: its writer behind the shared task body (sink_writer.py), which
     runs the bridge's transforms first when `transforms_before_writer`."""
     from connectors.kafka.dead_letter import dead_letter_client_config
-    from connectors.kafka.sink_writer import TallySettings, write_records
+    from connectors.framework.sink_writer import TallySettings, write_records
     from connectors.transforms.columnar import ColumnarChain
 
     # Only the error keys travel to the tasks: a plugin's own config class need not be importable there.

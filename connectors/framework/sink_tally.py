@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from connectors.arrow_rows import rows_batch
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.dead_letter import DeadLetterQueue
-from connectors.kafka.latency import LATENCY_FIELDS, latency_counts
+from connectors.framework.latency import LATENCY_FIELDS, latency_counts
 from connectors.errors import RecordError
 from connectors.kafka.record import KafkaRecord, records_from_arrow
 

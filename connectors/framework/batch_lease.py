@@ -17,8 +17,8 @@ from typing import Callable, Iterator
 from confluent_kafka import TopicPartition
 
 from connectors.errors import BatchError, DeliveryAbandoned
-from connectors.kafka.run_liveness import RunLiveness, link_to
-from connectors.kafka.stream_lease import LeaseHolder, LeaseWatcher
+from connectors.framework.run_liveness import RunLiveness, link_to
+from connectors.framework.stream_lease import LeaseHolder, LeaseWatcher
 
 # How long after Kafka answers again a batch's task waits for the run's beat before it counts the lapse: its reads
 # and writes wait for Kafka too, and the run's beats come back a moment after them.

@@ -31,7 +31,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.kafka.admin import retry_transient
 from connectors.kafka.connection import group_committer
-from connectors.kafka.run_liveness import LivenessLink
+from connectors.framework.run_liveness import LivenessLink
 
 # A stream's task stops between LAPSE_S - BEAT_S and LAPSE_S + 2 * BEAT_S after its run died (the beat it saw last,
 # and its look, are each up to a beat late), then delivers what it holds: within 1 s. A batch's task looks between
