@@ -12,8 +12,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from bridgectl.local_stack import LocalStack
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.stack import LocalStack
+from local_stack.paths import PROJECT_ROOT
 
 BENCH_STACK_HOME = PROJECT_ROOT / ".local" / "bench-stack"
 

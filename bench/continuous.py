@@ -36,7 +36,7 @@ import yaml
 from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
 from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, lite_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 PARTITIONS = 4
 CONTINUOUS = {"trigger_interval_ms": 200, "commit_interval_ms": 5000, "max_run_minutes": 30, "host": None}  # own run

@@ -21,8 +21,8 @@ import yaml
 
 from bench.process_memory import tree, tree_rss_by_kind
 from bridgectl.demo import TrafficGenerator, create_demo_resources
-from bridgectl.local_stack import LocalStack
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.stack import LocalStack
+from local_stack.paths import PROJECT_ROOT
 
 
 def _python_workers(pids: list[int]) -> int:

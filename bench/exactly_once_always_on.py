@@ -24,7 +24,7 @@ from bench.continuous import (
     PARTITIONS, WARM_UP_VALUE, continuous_run, produce_warm_up, steady, summary, warm_up_source,
 )
 from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, lite_topic, pubsub_topic, topic_records, unique_name
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 REQUIRED = {"exactly.once.support": "required"}
 

@@ -39,7 +39,7 @@ from bench.continuous import PARTITIONS, continuous_run
 from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, publish_lite, topic_records, unique_name
 from bench.process_memory import TreeCpu
 from bench.pubsub_counter import PubSubCounter, running_counter
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 REQUIRED = {"exactly.once.support": "required"}
 SIZE = 1024

@@ -34,7 +34,7 @@ from bench.continuous import kafka_producer
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
 from bridgectl.child_signals import hear_sigint
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 SETTLE_S = 10  # after the last run started, before anything is measured
 WINDOW_S = 30  # CPU is measured over this long, steady and idle

@@ -20,7 +20,7 @@ from typing import Callable
 
 from bench.common import alternating_rounds, bench_stack
 from bench.fleet import ours
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 SIDES = {"alone": 0, "beside a failing bridge": 1}
 

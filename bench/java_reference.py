@@ -25,8 +25,8 @@ from typing import Iterator
 from bench.data import LITE_LOCATION, PROJECT, unique_name
 from bench.process_memory import TreeCpu, tree_rss_by_kind
 from bench.tls_front import TRUST_STORE_PASSWORD
-from bridgectl import fetch
-from bridgectl.local_stack import _free_port
+from local_stack import fetch
+from local_stack.stack import _free_port
 
 FRONT_LISTEN = "127.0.0.2:443"
 LITE_FRONT_LISTEN = "127.0.0.3:443"

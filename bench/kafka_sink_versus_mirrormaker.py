@@ -34,7 +34,7 @@ from bench.comparisons import write_table
 from bench.data import kafka_topic, unique_name
 from bench.java_reference import JavaReference, add_connector, arrival_span, stop_worker, wait_for_arrivals
 from bench.process_memory import TreeCpu
-from bridgectl import fetch
+from local_stack import fetch
 
 HERE = Path(__file__).resolve().parent
 PARTITIONS = 4

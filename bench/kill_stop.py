@@ -43,7 +43,7 @@ from bench.data import (
     LITE_LOCATION, PROJECT, kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name,
 )
 from bench.pubsub_counter import PubSubCounter, running_counter
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 PARTITIONS = 4
 BACKLOG, RECORD_BYTES = 300_000, 1024

@@ -24,7 +24,7 @@ import yaml
 
 from bench.common import fresh_pubsub
 from bench.data import kafka_topic, pubsub_topic, unique_name
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 
 def _bridge_env(workdir: Path, engine: str, remote: str, topic: str) -> tuple[dict[str, str], str]:

@@ -49,7 +49,7 @@ def main() -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from bridgectl.local_stack import LocalStack
+    from local_stack.stack import LocalStack
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from bridgectl.fetch import go_binary, one_fetch_at_a_time
-from bridgectl.local_stack import _free_port
+from local_stack.fetch import go_binary, one_fetch_at_a_time
+from local_stack.stack import _free_port
 
 SOURCE = Path(__file__).parent / "pubsub_counter"
 

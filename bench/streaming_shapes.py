@@ -13,7 +13,7 @@ and Python workers, in a process of their own; Java: the Connect worker), as % o
 
 The Structured Streaming rows run on this project's pyspark (4.3) in local mode with `local[4]`, one task per
 partition; Spark's Kafka source is not in the pyspark wheel and Maven Central serves it up to 4.2.0 here, so
-they load spark-sql-kafka 4.2.0 (bridgectl.fetch.spark_kafka_jars). Their publisher batches as the Cloud sink's
+they load spark-sql-kafka 4.2.0 (local_stack.fetch.spark_kafka_jars). Their publisher batches as the Cloud sink's
 seed defaults do (maxBufferSize 100 records, maxDelayThresholdMs 100 ms). They only measure the shape: no
 positions in asset metadata, no lease, no error handling.
 
@@ -36,7 +36,7 @@ from bench.continuous import (PARTITIONS, PubSubArrivals, continuous_run, java_c
                               summary)
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 STRUCTURED_TRIGGERS = {"micro-batch": {"processingTime": "0 seconds"}, "real-time": {"realTime": "5 seconds"}}
 
@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--java", action="store_true", help="the Java connector's row too")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "streaming_shapes.json"))
     args = parser.parse_args()
-    from bridgectl.fetch import spark_kafka_jars
+    from local_stack.fetch import spark_kafka_jars
 
     spark_kafka_jars()  # fetched before the stack starts, not inside a row
     results = {"command": " ".join(["python -m bench.streaming_shapes"] + sys.argv[1:]), "rate_per_s": args.rate,

@@ -48,7 +48,7 @@ def main() -> None:
     args = parser.parse_args()
     from pyspark.sql import SparkSession
 
-    from bridgectl.fetch import spark_kafka_jars
+    from local_stack.fetch import spark_kafka_jars
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # the Python workers: this virtualenv's (a local session reads it)
     spark = (SparkSession.builder.master(f"local[{PARTITIONS}]")

@@ -32,7 +32,7 @@ from bench.common import bench_stack, fresh_pubsub
 from bench.continuous import (PARTITIONS, PubSubArrivals, continuous_run, java_cloud_sink_worker, produce_steady)
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 DRAIN_SECONDS = 30
 GROWTH_ALLOWED_S = 0.5

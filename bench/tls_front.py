@@ -25,7 +25,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bridgectl import tls_proxy
+from local_stack import tls_proxy
 
 PUBSUB_HOST = "pubsub.googleapis.com"
 TRUST_STORE_PASSWORD = "changeit"

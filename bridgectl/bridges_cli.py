@@ -18,8 +18,8 @@ from rich.table import Column, Table
 
 from bridgectl.bridges_edit import add_entry, remove_entry
 from bridgectl.deployment import Deployment
-from bridgectl.local_stack import default_dagster_url
-from bridgectl.paths import default_dagster_home
+from local_stack.stack import default_dagster_url
+from local_stack.paths import default_dagster_home
 from bridgectl.relay import say
 from connectors.bridges_file import BridgeConfigError, bridges_file_path, load_bridges
 from connectors.plugin import Bridge

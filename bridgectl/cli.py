@@ -20,10 +20,10 @@ from rich.table import Table
 from bridgectl.bridge_offsets_cli import offsets
 from bridgectl.bridges_cli import bridges
 from bridgectl.child_signals import hear_sigint
-from bridgectl.fetch import MissingToolError
+from local_stack.fetch import MissingToolError
 from bridgectl.lite_cli import lite
-from bridgectl.local_stack import CLUSTER_SERVICES, SERVICES, LocalStack, default_dagster_url
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.stack import CLUSTER_SERVICES, SERVICES, LocalStack, default_dagster_url
+from local_stack.paths import PROJECT_ROOT
 from bridgectl.relay import OutputRelay, say
 from connectors.bridges_file import BridgeConfigError, load_bridges
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, SecretStr
 from pydantic_core import PydanticUndefined
 
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 from connectors.plugins import installed_plugins
 from jobs.position_reset import PositionResetConfig
 

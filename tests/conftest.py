@@ -16,8 +16,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 def stack(request):
     """Kafka, the Pub/Sub emulator, the Lite server, moto and Spark Connect on free loopback ports,
     for the whole session."""
-    from bridgectl.local_stack import LocalStack
-    from bridgectl.paths import PROJECT_ROOT
+    from local_stack.stack import LocalStack
+    from local_stack.paths import PROJECT_ROOT
 
     # A fixed folder, so servers left by a session that crashed are found and stopped here; one per pytest-xdist
     # worker (each worker's tests run on a stack of their own).
@@ -52,7 +52,7 @@ def spark_remote(stack) -> str:
 def spark_cluster(stack) -> dict[str, str]:
     """A Spark standalone cluster (master, two workers) and a Spark Connect server on it behind TLS and
     a token, started on first use; the environment of runs on it, as `bridgectl local env --cluster`."""
-    from bridgectl.local_stack import CLUSTER_SERVICES
+    from local_stack.stack import CLUSTER_SERVICES
 
     stack.up(log=lambda line: None, only=CLUSTER_SERVICES)
     return stack.cluster_env()
@@ -104,7 +104,7 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     if not _FAULT_ROWS:
         return
-    from bridgectl.paths import PROJECT_ROOT
+    from local_stack.paths import PROJECT_ROOT
 
     lines = ["| fault | connector | produced | delivered | duplicated | lost | time to recover (s) |",
              "|---|---|---:|---:|---:|---:|---:|"]

@@ -213,7 +213,7 @@ class DagsterDev:
     project's dagster.yaml), as a user runs it; `bridgectl(...)` runs `bridgectl bridges ...` against it."""
 
     def __init__(self, tmp_path: Path, bridges: Path, spark_remote: str):
-        from bridgectl.paths import PROJECT_ROOT
+        from local_stack.paths import PROJECT_ROOT
 
         self.home = tmp_path / "dagster_home"
         self.home.mkdir()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 from tests.e2e.helpers import cli_run, kafka_admin, produce
 
 pytestmark = pytest.mark.e2e

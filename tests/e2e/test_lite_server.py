@@ -211,7 +211,7 @@ def test_data_survives_a_restart_and_retention_by_time(stack, tmp_path, unique):
     shutil.copy(certificate, tmp_path / certificate.name)
     shutil.copy(certificate.with_suffix(".key"), tmp_path / certificate.with_suffix(".key").name)
     port = _free_port()
-    command = [sys.executable, "-m", "bridgectl.lite_server", "--port", str(port), "--data", str(tmp_path)]
+    command = [sys.executable, "-m", "local_stack.lite_server", "--port", str(port), "--data", str(tmp_path)]
 
     def start() -> subprocess.Popen:
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -15,7 +15,7 @@ import yaml
 from tests.e2e.helpers import (
     PROJECT, cli_run, create_pubsub_topic, drain, interrupt, kafka_admin, produce, wait,
 )
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 from tests.e2e.test_continuous_e2e import recorded_position, start
 
 pytestmark = pytest.mark.e2e

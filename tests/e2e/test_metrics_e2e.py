@@ -19,7 +19,7 @@ from dagster import DagsterInstance, materialize
 from google.cloud import pubsub_v1
 
 from bridge_assets.definitions import build_definitions
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 from resources import default_resources
 from tests.e2e.helpers import PROJECT, cli_run, create_pubsub_topic, free_port, kafka_admin, produce, wait
 

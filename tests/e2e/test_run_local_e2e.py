@@ -113,7 +113,7 @@ def test_a_metrics_endpoint_that_cannot_listen_is_told_in_one_line(tmp_path):
     """What `bridgectl dev` says when the endpoint it started ends (here: its port taken): the endpoint's own last
     line, not a silent UI without metrics."""
     from bridgectl.cli import _metrics_ended, _metrics_log
-    from bridgectl.local_stack import LocalStack
+    from local_stack.stack import LocalStack
 
     stack = LocalStack(home=tmp_path / "stack")
     _metrics_log(stack).parent.mkdir(parents=True)

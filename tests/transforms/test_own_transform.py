@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 EXAMPLE = PROJECT_ROOT / "examples" / "uppercase_transform"
 PROGRAM = """

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bridgectl.fetch import kafka_transforms_jars
+from local_stack.fetch import kafka_transforms_jars
 from tests.transforms.cases import CASES
 from tests.transforms.differential import kafka_results, our_results, same
 

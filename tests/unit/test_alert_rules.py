@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
-from bridgectl import fetch
-from bridgectl.paths import PROJECT_ROOT
+from local_stack import fetch
+from local_stack.paths import PROJECT_ROOT
 
 RULES = PROJECT_ROOT / "observability" / "prometheus"
 

@@ -9,7 +9,7 @@ import importlib.metadata
 import re
 import tomllib
 
-from bridgectl.paths import PROJECT_ROOT
+from local_stack.paths import PROJECT_ROOT
 
 # Used without an import of their own, and how.
 USED_OTHERWISE = {

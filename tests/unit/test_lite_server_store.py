@@ -4,7 +4,7 @@ import grpc
 import pytest
 from google.cloud.pubsublite_v1 import types
 
-from bridgectl.lite_server.store import LiteError, LiteStore
+from local_stack.lite_server.store import LiteError, LiteStore
 
 PARENT = "projects/p/locations/us-central1-a"
 

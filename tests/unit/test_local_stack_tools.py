@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from bridgectl import fetch
-from bridgectl.local_stack import SERVICES, LocalStack
+from local_stack import fetch
+from local_stack.stack import SERVICES, LocalStack
 from connectors.processes import process_start_ticks
 
 
@@ -31,7 +31,7 @@ def test_ports_picked_for_a_stack_differ_and_stay_out_of_the_defaults_and_the_ep
     """Each candidate comes up twice (a random pick may repeat) and every third is taken: the stack's ports still
     differ, were free, and lie between the defaults and the kernel's ephemeral range, where no outbound connection
     takes a kept port while its server is down."""
-    from bridgectl import local_stack
+    from local_stack import stack as local_stack
 
     candidates = iter(port for port in range(21000, 22000) for _ in range(2))
     taken = set(range(21000, 22000, 3))
@@ -118,7 +118,7 @@ def test_two_processes_fetch_into_the_cache_one_at_a_time_and_a_fetch_may_call_a
 
     program = textwrap.dedent("""
         import time
-        from bridgectl.fetch import one_fetch_at_a_time
+        from local_stack.fetch import one_fetch_at_a_time
 
         @one_fetch_at_a_time
         def inner():
@@ -143,7 +143,7 @@ def test_two_processes_fetch_into_the_cache_one_at_a_time_and_a_fetch_may_call_a
 def test_a_picked_port_is_never_one_a_sibling_stack_keeps(tmp_path, monkeypatch):
     """Two stacks side by side (the suite's two workers) pick at random from one range: the second avoids what the
     first keeps, though none of it is bound yet."""
-    from bridgectl import local_stack
+    from local_stack import stack as local_stack
 
     first = LocalStack(home=tmp_path / "test-stack-gw0", pick_free_ports=True).ports()
     again = iter([*first.values(), *range(21000, 22000)])  # the second stack is offered the first's ports first

@@ -1,4 +1,4 @@
-"""python -m bridgectl.lite_server --port N --data DIR: serve Pub/Sub Lite over TLS on 127.0.0.1."""
+"""python -m local_stack.lite_server --port N --data DIR: serve Pub/Sub Lite over TLS on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import grpc
 
-from bridgectl.lite_server.service import all_handlers
-from bridgectl.lite_server.store import LiteStore, retention_loop
-from bridgectl.lite_server.tls import ensure_certificate
+from local_stack.lite_server.service import all_handlers
+from local_stack.lite_server.store import LiteStore, retention_loop
+from local_stack.lite_server.tls import ensure_certificate
 
 
 async def serve(port: int, data_dir: Path) -> None:

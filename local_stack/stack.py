@@ -1,5 +1,5 @@
 """Start, stop and describe the local servers: Kafka (KRaft), Google's pstest Pub/Sub emulator, our
-Pub/Sub Lite server (bridgectl/lite_server), moto, and a Spark Connect server (the warm engine);
+Pub/Sub Lite server (local_stack/lite_server), moto, and a Spark Connect server (the warm engine);
 on request (`up --cluster`), a Spark standalone cluster with a Spark Connect server of its own that
 takes TLS and a token, as a remote deployment would.
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bridgectl import fetch, spark_servers
-from bridgectl.paths import default_dagster_home, default_stack_home, log4j2_config
+from local_stack import fetch, spark_servers
+from local_stack.paths import default_dagster_home, default_stack_home, log4j2_config
 from connectors.processes import process_start_ticks
 
 DEFAULT_PORTS = {"kafka": 19092, "kafka_controller": 19093, "kafka_target": 19094, "kafka_target_controller": 19095,
@@ -266,13 +266,13 @@ class LocalStack:
     def local_certificate(self) -> tuple[Path, Path]:
         """The stack's one local certificate and key (localhost, 127.0.0.1): the Lite server's, the cluster's TLS
         front's and Kafka's SSL listener's; made once."""
-        from bridgectl.lite_server.tls import ensure_certificate
+        from local_stack.lite_server.tls import ensure_certificate
 
         return ensure_certificate(self.lite_certificate().parent)
 
     def kafka_client_tls(self) -> tuple[Path, Path]:
         """A client certificate and key for Kafka's SSL listener, signed by the local certificate; made once."""
-        from bridgectl.lite_server.tls import ensure_client_certificate
+        from local_stack.lite_server.tls import ensure_client_certificate
 
         return ensure_client_certificate(self.home / "kafka" / "client-tls", *self.local_certificate())
 
@@ -511,7 +511,7 @@ class LocalStack:
         })
 
     def _start_prometheus(self) -> subprocess.Popen:
-        from bridgectl.paths import PROJECT_ROOT
+        from local_stack.paths import PROJECT_ROOT
 
         home, interval = self.home / "prometheus", f"{PROMETHEUS_INTERVAL_S}s"
         self.prometheus_targets().mkdir(parents=True, exist_ok=True)
@@ -542,11 +542,11 @@ class LocalStack:
         return self.home / "pubsublite-data" / "lite-server.crt"
 
     def _start_pubsublite(self) -> subprocess.Popen:
-        from bridgectl.lite_server.tls import ensure_certificate
+        from local_stack.lite_server.tls import ensure_certificate
 
         data_dir = self.home / "pubsublite-data"
         ensure_certificate(data_dir)  # before the start, so `env` names a file that exists
-        return self._spawn("pubsublite", [sys.executable, "-m", "bridgectl.lite_server",
+        return self._spawn("pubsublite", [sys.executable, "-m", "local_stack.lite_server",
                                           "--port", str(self.ports()["pubsublite"]), "--data", str(data_dir)])
 
     def _spark_env(self) -> dict[str, str]:
@@ -585,7 +585,7 @@ class LocalStack:
         cert, key = self.local_certificate()
         ports = self.ports()
         return self._spawn("spark_cluster_tls", [
-            sys.executable, "-m", "bridgectl.tls_proxy", "--cert", str(cert), "--key", str(key),
+            sys.executable, "-m", "local_stack.tls_proxy", "--cert", str(cert), "--key", str(key),
             "--listen", f"127.0.0.1:{ports['spark_cluster_tls']}", "--upstream", f"127.0.0.1:{ports['spark_cluster']}"])
 
     def _start_s3(self) -> subprocess.Popen:

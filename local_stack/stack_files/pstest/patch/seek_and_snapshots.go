@@ -1,4 +1,4 @@
-// Seek and snapshots for pstest, compiled into Google's pstest package in place of its Seek (bridgectl/fetch.py
+// Seek and snapshots for pstest, compiled into Google's pstest package in place of its Seek (local_stack/fetch.py
 // copies the module, takes its Seek out and adds this file). Its Seek handles a time only, and redelivers messages
 // of every topic without their data; it has no snapshots. These behave as the service documents them:
 //   - a seek to a time acks the subscription's messages published before it and makes those published at or after it

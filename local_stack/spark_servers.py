@@ -10,8 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from bridgectl import fetch
-from bridgectl.paths import log4j2_config
+from local_stack import fetch
+from local_stack.paths import log4j2_config
 
 # The local cluster: two workers of 2 cores and 2 GB each, so that two applications (the cluster's
 # Spark Connect server and a classic run on `spark://`) each get an executor on both workers.

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from bridgectl.paths import STACK_FILES, cache_dir
+from local_stack.paths import STACK_FILES, cache_dir
 
 PROGRESS_EVERY_S = 15
 

@@ -15,7 +15,7 @@ from google.cloud.pubsublite_v1 import types
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, timestamp_pb2
 
-from bridgectl.lite_server.store import LiteError, LiteStore
+from local_stack.lite_server.store import LiteError, LiteStore
 
 PACKAGE = "google.cloud.pubsublite.v1"
 # One Subscribe response carries at most this much, as the service batches deliveries.

@@ -5,7 +5,7 @@ put a proxy in front of it. The local cluster does the same with this, so the re
 runs (`sc://host:port/;use_ssl=true` plus a token) is exercised for real. The bench uses it in
 front of pstest for the Java reference.
 
-    python -m bridgectl.tls_proxy --cert C --key K --listen 127.0.0.1:P --upstream 127.0.0.1:Q
+    python -m local_stack.tls_proxy --cert C --key K --listen 127.0.0.1:P --upstream 127.0.0.1:Q
 prints `ready` once it listens, and runs until killed.
 """
 
