@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from bench.common import (
-    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, run_stamp, spreads_overlap,
+    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap, write_results,
 )
 from bench.comparisons import write_table
 from bench.continuous import continuous_run
@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--connector", choices=sorted(CONNECTORS), default="sink")
     args = parser.parse_args()
     console = Console(stderr=True)
-    results = {**run_stamp(), "connector": args.connector,
+    results = {"connector": args.connector,
                "records": args.records, "size": args.size, "rounds": args.rounds}
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection
@@ -221,9 +221,10 @@ def main() -> None:
                                                                          args.size)
         results |= alternating_rounds(args.rounds, sides, console.print)
     sized = "" if args.size == 1024 else f"_{args.size}b"
-    (HERE / f"cloud_pubsub_on_counter_{args.connector}{sized}.json").write_text(json.dumps(results, indent=1))
+    path = HERE / f"cloud_pubsub_on_counter_{args.connector}{sized}.json"
+    write_results(path, results)
     write_table()  # the comparisons the docs show
-    Console().print(Markdown(render(results)))
+    Console().print(Markdown(render(json.loads(path.read_text()))))
 
 
 if __name__ == "__main__":

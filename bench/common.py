@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable, Iterator
 
 from local_stack.stack import LocalStack
@@ -80,6 +83,23 @@ def run_stamp() -> dict:
             "commit": git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")}
 
 
+def stamp(results: dict) -> str:
+    """When, on what and from which code a results file's rows ran: the commit a bench recorded (run_stamp), else the
+    commit that recorded the file (`recorded_in`, for files from before the benches stamped themselves)."""
+    machine = f"{results['cores']} cores" + (f", {results['memory_gb']} GB" if "memory_gb" in results else "")
+    commit = (f"commit {results['commit']}" if "commit" in results
+              else f"recorded in commit {results['recorded_in']}" if "recorded_in" in results else "commit not recorded")
+    return f"{results['date']}, {machine}, {commit}"
+
+
+def write_results(path: Path, results: dict) -> None:
+    """A bench's results file, stamped with when, on what and from which code it ran (run_stamp) and with the command
+    that ran it; the Measured page draws its table from it (bench/measured.py)."""
+    module = ".".join(Path(sys.argv[0]).resolve().relative_to(PROJECT_ROOT).with_suffix("").parts)
+    command = " ".join(["python -m", module.removesuffix(".__main__"), *sys.argv[1:]])
+    path.write_text(json.dumps({**run_stamp(), "command": command, **results}, indent=1) + "\n")
+
+
 def rounds_summary(rows: list[dict]) -> dict:
     """Rows of one side over a bench's rounds (records, seconds, cpu_per_100k each): the median records/s and CPU s
     per 100k, with their min and max."""
@@ -87,6 +107,13 @@ def rounds_summary(rows: list[dict]) -> dict:
     cpus = sorted(r["cpu_per_100k"] for r in rows)
     return {"rate_median": statistics.median(rates), "rate_min": rates[0], "rate_max": rates[-1],
             "cpu_median": statistics.median(cpus), "cpu_min": cpus[0], "cpu_max": cpus[-1]}
+
+
+def median_spread(values: list[float], fmt: str = "{:,.0f}") -> str:
+    """`median (min-max)` of a row's repetitions, each formatted by `fmt`; a single value alone."""
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
 def spreads_overlap(ours: dict, reference: dict) -> bool:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import rounds_summary
+from bench.common import rounds_summary, stamp
 
 HERE = Path(__file__).resolve().parent
 TABLE_FILE = HERE / "comparisons.md"
@@ -56,13 +56,6 @@ def _rate(summary: dict) -> str:
     return f"{summary['rate_median']:,.0f} ({summary['rate_min']:,.0f}-{summary['rate_max']:,.0f})"
 
 
-def _stamp(results: dict) -> str:
-    """When, where and at which commit: results files from before the benches recorded their commit say so."""
-    machine = f"{results['cores']} cores" + (f", {results['memory_gb']} GB" if "memory_gb" in results else "")
-    commit = f"commit {results['commit']}" if "commit" in results else "commit not recorded"
-    return f"{results['date']}, {machine}, {results['rounds']} rounds, {commit}"
-
-
 def row(comparison: Comparison, results: dict) -> str:
     ours, reference = rounds_summary(results[comparison.ours]), rounds_summary(results[comparison.reference])
     times = ours["rate_median"] / reference["rate_median"]
@@ -71,7 +64,7 @@ def row(comparison: Comparison, results: dict) -> str:
     return (f"| {comparison.bridge} | {comparison.reference_name} | {_rate(ours)} | {_rate(reference)} | "
             f"{times:.2f} | {ours['cpu_median']:.2f} / {reference['cpu_median']:.2f} ({cpu_share:.2f}) | "
             f"{comparison.times:g}× at ≤ {comparison.cpu_share:g}× CPU | {'met' if met else '**missed**'} | "
-            f"{_stamp(results)} (`bench/{comparison.results}`) |")
+            f"{stamp(results)}, {results['rounds']} rounds (`bench/{comparison.results}`) |")
 
 
 def table(directory: Path = HERE) -> str:

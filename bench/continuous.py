@@ -33,7 +33,7 @@ from typing import Callable, Iterator
 
 import yaml
 
-from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub, median_spread, write_results
 from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, lite_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
 from local_stack.paths import PROJECT_ROOT
@@ -534,21 +534,35 @@ def measure_continuous(stack, rate: float, seconds: float, log: Callable[[str], 
 
 
 def render_continuous(results: dict) -> list[str]:
-    """The README's table for a `measure_continuous` result."""
-    lines = ["| bridge | send → arrival p50 | p99 | max | idle: run | idle: engine |",
+    """The table of a `measure_continuous` result, or of several (`runs`): each value the median (min-max) of the
+    runs."""
+    runs = results.get("runs") or [results]
+    lines = [f"{runs[0]['rate_per_s']:,.0f} records/s for {runs[0]['seconds']:.0f} s, 4 partitions, warm engine"
+             + (f"; {len(runs)} runs, medians (min-max)." if len(runs) > 1 else ", one run."), "",
+             "| bridge | send → arrival p50 | p99 | max | idle: run | idle: engine |",
              "| --- | --- | --- | --- | --- | --- |"]
-    rows = [(f"{name} (ours)" if JAVA_ROWS.get(name, ("",))[0] in results else name, r)
-            for name, r in results["rows"].items()]
+    names = [(f"{name} (ours)" if JAVA_ROWS.get(name, ("",))[0] in runs[0] else name, name)
+             for name in runs[0]["rows"]]
     for connector, (key, _) in JAVA_ROWS.items():
-        if key in results:
-            at = next((i + 1 for i, (name, _) in enumerate(rows) if name.startswith(connector)), len(rows))
-            rows.insert(at, (f"{connector} (Java 1.3.3, tasks.max=2)", results[key]))
-    for name, r in rows:
-        engine = f"{r['idle_engine_cpu_pct']} %" if r.get("idle_engine_cpu_pct") is not None else "–"
-        lines.append(f"| {name} | {r['p50_s']:.2f} s | {r['p99_s']:.2f} s | {r['max_s']:.1f} s | "
-                     f"{r['idle_run_cpu_pct']} % | {engine} |")
+        if key in runs[0]:
+            at = next((i + 1 for i, (label, _) in enumerate(names) if label.startswith(connector)), len(names))
+            names.insert(at, (f"{connector} (Java 1.3.3, tasks.max=2)", key))
+    for label, name in names:
+        rows = [run["rows"][name] if name in run["rows"] else run[name] for run in runs]
+
+        def cell(key: str, fmt: str) -> str:
+            values = [row[key] for row in rows if row.get(key) is not None]
+            return median_spread(values, fmt) if values else "–"
+
+        lines.append(f"| {label} | {cell('p50_s', '{:.2f}')} s | {cell('p99_s', '{:.2f}')} s | "
+                     f"{cell('max_s', '{:.1f}')} s | {cell('idle_run_cpu_pct', '{}')} % | "
+                     f"{cell('idle_engine_cpu_pct', '{}')}" + (" %" if rows[0].get("idle_engine_cpu_pct") is not None
+                                                               else "") + " |")
     return lines
 
+
+def render(results: dict) -> str:
+    return "\n".join(render_continuous(results)) + "\n"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -561,7 +575,7 @@ def main() -> None:
     with bench_stack() as stack:
         results = measure_continuous(stack, args.rate, args.seconds,
                                      only=args.only.split(",") if args.only else None)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_results(Path(args.out), results)
     print(json.dumps(results, indent=1))
 
 

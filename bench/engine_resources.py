@@ -1,8 +1,9 @@
-"""Does the warm engine stay flat over many runs? (issue 14, item 5)
+"""Does the warm engine stay flat over many runs?
 
 Runs the demo's bridges in turn, each run its own `dagster asset materialize` process as a Dagster run
 is, against the local stack's Spark Connect server, with the demo traffic flowing; counts the server's
-processes (its JVM and Python workers) and their resident memory after the first run and after the last.
+processes (its JVM and Python workers) and their resident memory after the first run, every 20 runs and after the
+last. Writes bench/engine_resources.json.
 
     bridgectl local up && python -m bench.engine_resources --runs 200
 """
@@ -19,10 +20,13 @@ from pathlib import Path
 
 import yaml
 
+from bench.common import write_results
 from bench.process_memory import tree, tree_rss_by_kind
-from bridgectl.demo import TrafficGenerator, create_demo_resources
+from local_stack.demo import TrafficGenerator, create_demo_resources
 from local_stack.stack import LocalStack
 from local_stack.paths import PROJECT_ROOT
+
+RESULTS = Path(__file__).with_name("engine_resources.json")
 
 
 def _python_workers(pids: list[int]) -> int:
@@ -73,18 +77,28 @@ def main() -> None:
                     failed += 1
                     print(f"run {i + 1} ({name}) failed: {' | '.join(result.stderr.strip().splitlines()[-3:])[-600:]}",
                           flush=True)
-                if i == 0 or i == args.runs - 1:
-                    samples[i + 1] = sample(server.pid)
+                if i == 0 or (i + 1) % 20 == 0 or i == args.runs - 1:
+                    samples[str(i + 1)] = sample(server.pid)
                 if (i + 1) % 20 == 0:
                     print(f"{i + 1} runs, {failed} failed, {time.monotonic() - started:.0f} s; "
-                          f"engine now {sample(server.pid)}", flush=True)
+                          f"engine now {samples[str(i + 1)]}", flush=True)
         finally:
             traffic.stop()
-    print("\n| after run | processes | Python workers | JVM MB | Python MB |\n|---:|---:|---:|---:|---:|")
-    for run, s in samples.items():
-        print(f"| {run} | {s['processes']} | {s['python_workers']} | {s['jvm_mb']} | {s['python_mb']} |")
-    print(f"\n{args.runs} runs of {len(bridges)} demo bridges in {time.monotonic() - started:.0f} s, {failed} failed")
+    results = {"runs": args.runs, "bridges": len(bridges), "failed": failed,
+               "seconds": round(time.monotonic() - started), "samples": samples}
+    write_results(RESULTS, results)
+    print(render(results))
 
+
+def render(results: dict) -> str:
+    """The engine's processes and memory after the first run, every 20 runs and the last."""
+    lines = [f"{results['runs']} runs of the {results['bridges']} demo bridges in turn, each its own `dagster asset "
+             f"materialize` process, in {results['seconds']:,} s; {results['failed']} failed.", "",
+             "| after run | processes | Python workers | JVM RSS (MB) | Python RSS (MB) |",
+             "| ---: | ---: | ---: | ---: | ---: |"]
+    for run, s in results["samples"].items():
+        lines.append(f"| {run} | {s['processes']} | {s['python_workers']} | {s['jvm_mb']} | {s['python_mb']} |")
+    return "\n".join(lines) + "\n"
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,4 @@
-"""Exactly once always on (issue #60): each exactly-once connector's always-on bridge with and without
+"""Exactly once always on: each exactly-once connector's always-on bridge with and without
 `exactly.once.support=required`, side by side in alternating rounds on one stack, while a steady sender writes
 timestamped records (the value is the send time). Latency is send -> arrival at a `read_committed` consumer, timed
 when the consumer gets the record: that is where the guarantee is (a record's LogAppendTime is when the broker
@@ -11,7 +11,6 @@ appended it, before its transaction committed). The target for exactly once: p50
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import threading
@@ -19,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.common import alternating_rounds, bench_stack, fresh_pubsub
+from bench.common import alternating_rounds, bench_stack, fresh_pubsub, write_results
 from bench.continuous import (
     PARTITIONS, WARM_UP_VALUE, continuous_run, produce_warm_up, steady, summary, warm_up_source,
 )
@@ -181,7 +180,7 @@ def main() -> None:
                 "at least once": lambda _round, m=measure: m(remote, False, args.rate, args.seconds),
                 "exactly once": lambda _round, m=measure: m(remote, True, args.rate, args.seconds),
             }, lambda line: print(line, flush=True), describe=_line)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_results(Path(args.out), results)
     print("\n".join(render(results)))
 
 

@@ -1,4 +1,4 @@
-"""Exactly once always on, what it costs in throughput (issue #60): the highest rate each exactly-once connector's
+"""Exactly once always on, what it costs in throughput: the highest rate each exactly-once connector's
 always-on bridge keeps for 60 s, with and without `exactly.once.support=required`, side by side in alternating rounds
 on one stack. Target: exactly once costs at most 15 %.
 
@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from bench.common import alternating_rounds, bench_stack
+from bench.common import alternating_rounds, bench_stack, write_results
 from bench.continuous import PARTITIONS, continuous_run
 from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, publish_lite, topic_records, unique_name
 from bench.process_memory import TreeCpu
@@ -264,7 +264,7 @@ def main() -> None:
                     for side in SIDES}, lambda line: print(line, flush=True), describe=_line)
             results["rows"][connector]["cost_percent"] = cost(results["rows"][connector])
             results["rows"][connector]["date"] = datetime.date.today().isoformat()
-            out.write_text(json.dumps(results, indent=1))  # after each connector: a later one's failure keeps it
+            write_results(out, results)  # after each connector: a later one's failure keeps it
     print("\n".join(render(results)))
 
 

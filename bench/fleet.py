@@ -29,11 +29,11 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub, write_results
 from bench.continuous import kafka_producer
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
-from bridgectl.child_signals import hear_sigint
+from local_stack.child_signals import hear_sigint
 from local_stack.paths import PROJECT_ROOT
 
 SETTLE_S = 10  # after the last run started, before anything is measured
@@ -341,9 +341,29 @@ def main() -> None:
                 print(f"fleet: {count} bridges, Java ...", flush=True)
                 results["java"][count] = java(count, args.rate, args.seconds)
                 print(json.dumps(results["java"][count]), flush=True)
-    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    write_results(Path(args.out), results)
     print(json.dumps(results, indent=1))
 
+
+
+def render(results: dict) -> str:
+    """For each fleet size and side: steady and idle CPU and memory of all its processes, send -> publish latency,
+    and how long until every bridge moved."""
+    sides = [("ours", "ours, one host"), ("ours_own_runs", "ours, a run each"), ("ours_batch", "ours, micro-batches"),
+             ("java", "Java worker")]
+    lines = [f"{results['rate_per_bridge']} records/s per bridge for {results['seconds']} s, one run per row.", "",
+             "| bridges | side | steady CPU (% of a core) | idle CPU | steady memory (MB) | p50 | p99 | all moving after |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    counts = sorted({int(n) for key, _ in sides for n in (results.get(key) or {})})
+    for count in counts:
+        for key, label in sides:
+            r = (results.get(key) or {}).get(str(count))
+            if not r:
+                continue
+            moving = f"{r['all_bridges_moving_s']:.1f} s" if r.get("all_bridges_moving_s") is not None else "–"
+            lines.append(f"| {count} | {label} | {r['steady']['cpu_pct_total']} | {r['idle']['cpu_pct_total']} | "
+                         f"{r['steady']['rss_mb_total']:,} | {r['p50_s']:.3f} s | {r['p99_s']:.3f} s | {moving} |")
+    return "\n".join(lines) + "\n"
 
 if __name__ == "__main__":
     main()

@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from bench.common import alternating_rounds, bench_stack
+from bench.common import alternating_rounds, bench_stack, write_results
 from bench.fleet import ours
 from local_stack.paths import PROJECT_ROOT
 
@@ -65,9 +65,26 @@ def main() -> None:
               # The gap between the medians is noise when the two sides' spreads overlap.
               "p99_spreads_overlap": alone["min"] <= beside["max"] and beside["min"] <= alone["max"],
               "rows": rows}
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    write_results(Path(args.out), result)
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
 
+
+
+def render(results: dict) -> str:
+    """The healthy bridges' latency and CPU alone and beside a failing bridge, medians (min-max) of the rounds."""
+    lines = [f"{results['bridges']} healthy bridges, {results['rate_per_bridge']} records/s each for "
+             f"{results['seconds']} s, {results['rounds']} rounds alternating. Medians (min-max).", "",
+             "| healthy bridges | p50 | p99 | max | steady CPU (% of a core) |", "| --- | --- | --- | --- | --- |"]
+
+    def cell(stat: dict, fmt: str) -> str:
+        return f"{fmt.format(stat['median'])} ({fmt.format(stat['min'])}-{fmt.format(stat['max'])})"
+
+    for name, s in results["summary"].items():
+        lines.append(f"| {name} | {cell(s['p50_s'], '{:.3f}')} s | {cell(s['p99_s'], '{:.3f}')} s | "
+                     f"{cell(s['max_s'], '{:.3f}')} s | {cell(s['steady_cpu_percent'], '{:.1f}')} |")
+    lines += ["", f"p99 beside a failing bridge ÷ alone: **{results['p99_beside_over_alone']:.3f}** (target: at most "
+              "1.10)" + ("; the spreads overlap." if results.get("p99_spreads_overlap") else ".")]
+    return "\n".join(lines) + "\n"
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,5 @@
 """The reference: the released Java Pub/Sub Group Kafka Connector (1.3.3) in a Kafka Connect
-standalone worker, against the bench's own Kafka and pstest, timed by the rules of issue #13.
+standalone worker, against the bench's own Kafka and pstest, timed as follows.
 
 - Sink: done when the committed offsets of group connect-<name> reach the end offsets (polled every
   0.1 s; offset.flush.interval.ms=1000); steady rate = records / (done - the first partition

@@ -27,7 +27,7 @@ from rich.markdown import Markdown
 
 from bench import limits
 from bench.common import (
-    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, run_stamp, spreads_overlap,
+    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap, write_results,
     warm_engine,
 )
 from bench.comparisons import write_table
@@ -139,7 +139,7 @@ def render(results: dict) -> str:
 def main() -> None:
     args = rounds_arguments(__doc__).parse_args()
     console = Console(stderr=True)
-    results = {**run_stamp(), "records": args.records,
+    results = {"records": args.records,
                "size": args.size, "rounds": args.rounds}
     with bench_stack() as stack:
         console.print(f"filling two topics with {args.records:,} records of {args.size:,} B ...")
@@ -157,9 +157,10 @@ def main() -> None:
             "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no),
             "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}")}, console.print)
     sized = "" if args.size == 1024 else f"_{args.size}b"
-    (HERE / f"kafka_sink_versus_mirrormaker{sized}.json").write_text(json.dumps(results, indent=1))
+    path = HERE / f"kafka_sink_versus_mirrormaker{sized}.json"
+    write_results(path, results)
     write_table()  # the comparisons the docs show
-    Console().print(Markdown(render(results)))
+    Console().print(Markdown(render(json.loads(path.read_text()))))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 
 import yaml
 
-from bench.common import bench_stack, fresh_pubsub
+from bench.common import bench_stack, fresh_pubsub, median_spread, write_results
 from bench.continuous import produce_steady
 from bench.data import (
     LITE_LOCATION, PROJECT, kafka_topic, lite_topic, publish_lite, publish_pubsub, pubsub_topic, unique_name,
@@ -242,9 +242,24 @@ def main() -> None:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
         for mode in [m.strip() for m in args.modes.split(",")]:
             results["rows"] |= mode_rows(mode, remote, args.rounds)
-            Path(args.out).write_text(json.dumps(results, indent=1))  # each mode's rows as they are measured
+            write_results(Path(args.out), results)  # each mode's rows as they are measured
     print(json.dumps(results, indent=1))
 
+
+
+def render(results: dict) -> str:
+    """Each mode and engine: from the kill to the last record its work wrote, and how many it wrote after the kill,
+    medians (min-max) of the kills; a results file of several runs (`runs`, each with its `code`) a row per run."""
+    runs = results.get("runs") or [{"rows": results["rows"]}]
+    lines = ["| mode, engine | kills | kill -> last record written (s) | records written after the kill |",
+             "| --- | --- | --- | --- |"]
+    for run in runs:
+        for name, row in run["rows"].items():
+            label = f"{name} ({run['code']})" if run.get("code") else name
+            stops = [r["stopped_after_s"] for r in row["rounds"]]
+            written = [r["written_after_kill"] for r in row["rounds"]]
+            lines.append(f"| {label} | {len(stops)} | {median_spread(stops, '{:.2f}')} | {median_spread(written)} |")
+    return "\n".join(lines) + "\n"
 
 if __name__ == "__main__":
     main()

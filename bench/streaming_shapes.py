@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub, write_results
 from bench.continuous import (PARTITIONS, PubSubArrivals, continuous_run, java_cloud_sink_worker, produce_steady,
                               summary)
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
@@ -123,9 +123,19 @@ def main() -> None:
         if args.java:
             print("Java connector 1.3.3, tasks.max=2 ...", flush=True)
             results["rows"]["java"] = java(args.rate, args.seconds)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_results(Path(args.out), results)
     print(json.dumps(results, indent=1))
 
+
+
+def render(results: dict) -> str:
+    """Each shape's send -> pull latency and its CPU while records flow."""
+    lines = [f"{results['rate_per_s']:,} records/s for {results['seconds']:.0f} s, 4 partitions, one run.", "",
+             "| shape | records | p50 | p99 | max | CPU while moving (% of a core) |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, r in results["rows"].items():
+        lines.append(f"| {name.replace('_', ' ')} | {r['records']:,} | {r['p50_s']:.3f} s | {r['p99_s']:.3f} s | "
+                     f"{r['max_s']:.3f} s | {r['busy_cpu_pct']} |")
+    return "\n".join(lines) + "\n"
 
 if __name__ == "__main__":
     main()

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from bench.common import bench_stack, fresh_pubsub
+from bench.common import bench_stack, fresh_pubsub, write_results
 from bench.continuous import (PARTITIONS, PubSubArrivals, continuous_run, java_cloud_sink_worker, produce_steady)
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
@@ -159,9 +159,31 @@ def main() -> None:
         rate *= args.step
     with bench_stack() as stack:
         results = measure_sustained(stack, rates, args.seconds, args.only, args.stream_tasks)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_results(Path(args.out), results)
     print(json.dumps(results, indent=1))
 
+
+
+def render(results: dict) -> str:
+    """Each rate tried, for each side: kept or not, its latency and CPU; and the highest rate each side kept."""
+    sides = [side for side in ("ours", "java") if results.get(side)]
+    lines = [f"{results['seconds']} s at each rate, 4 partitions; a rate is kept when every record arrived and the "
+             f"backlog did not grow by more than {results['growth_allowed_s']} s of records.", "",
+             "| rate (records/s) | " + " | ".join(f"{side}: kept, p50, p99, CPU s per 100k" for side in sides) + " |",
+             "| --- | " + " | ".join("---" for _ in sides) + " |"]
+    by_rate = {side: {step["rate_per_s"]: step for step in results[side]["steps"]} for side in sides}
+    for rate in results["rates"]:
+        cells = []
+        for side in sides:
+            step = by_rate[side].get(rate)
+            cells.append("–" if step is None else
+                         f"{'kept' if step['kept'] else '**not kept**'}, {step['p50_s']:.3f} s, {step['p99_s']:.3f} s, "
+                         f"{step['cpu_s_per_100k']:.2f}")
+        if any(cell != "–" for cell in cells):
+            lines.append(f"| {rate:,} | " + " | ".join(cells) + " |")
+    lines += ["", "Highest rate kept: " + ", ".join(f"{side} {results[side]['highest_kept_per_s']:,}/s" for side in sides)
+              + (f" ({results['ours_x_java']:.2f}x)" if results.get("ours_x_java") else "") + "."]
+    return "\n".join(lines) + "\n"
 
 if __name__ == "__main__":
     main()

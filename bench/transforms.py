@@ -8,13 +8,12 @@ Usage: python -m bench.transforms [--records 20000] [--repeats 5]; writes bench/
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
 from pathlib import Path
 
-from bench.common import bench_stack, fresh_pubsub
+from bench.common import bench_stack, fresh_pubsub, median_spread, write_results
 from bench.data import pubsub_topic
 from bench.profile_sink import _task, batches
 
@@ -83,8 +82,20 @@ def main() -> None:
         print(f"  {row:38s} {statistics.median(rates):9,.0f}/s ({min(rates):,.0f}-{max(rates):,.0f})   "
               f"CPU {statistics.median(cpus):6.1f} us/record ({min(cpus):.1f}-{max(cpus):.1f}), "
               f"{cost:+.1%} against plain")
-    RESULTS.write_text(json.dumps(report, indent=1) + "\n")
+    write_results(RESULTS, report)
 
+
+
+def render(results: dict) -> str:
+    """Each chain's rate and the task's CPU per record, medians (min-max) of the repeats, beside the plain sink."""
+    lines = [f"{results['records']:,} records of {results['size']:,} B per run, {results['repeats']} runs per row, "
+             "interleaved. Medians (min-max).", "",
+             "| chain | records/s | CPU µs per record | CPU over plain |", "| --- | --- | --- | --- |"]
+    for row, r in results["rows"].items():
+        lines.append(f"| {row} | {median_spread(r['records_per_s'])} | "
+                     f"{median_spread(r['cpu_us_per_record'], '{:.1f}')} | "
+                     + ("" if row == "plain" else f"{r['cpu_over_plain']:+.1%}") + " |")
+    return "\n".join(lines) + "\n"
 
 if __name__ == "__main__":
     main()

@@ -31,7 +31,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markdown import Markdown
 
-from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub
+from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub, write_results
 from bench.data import filled_subscription, kafka_topic, pubsub_topic, unique_name
 from bench.java_reference import java_reference
 
@@ -124,7 +124,7 @@ def main() -> None:
         for engine in ("classic", "connect"):
             console.print(f"ours on the {engine} engine ...")
             results["ours"] += ours(connectors, engine, args.sizes, args.records)
-    out.write_text(json.dumps(results, indent=1))
+    write_results(out, results)
     Console().print(Markdown(render(results)))
 
 

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from bridgectl.bridge_offsets_cli import offsets
 from bridgectl.bridges_cli import bridges
-from bridgectl.child_signals import hear_sigint
+from local_stack.child_signals import hear_sigint
 from local_stack.fetch import MissingToolError
 from bridgectl.lite_cli import lite
 from local_stack.stack import CLUSTER_SERVICES, SERVICES, LocalStack, default_dagster_url
@@ -108,7 +108,7 @@ def env(cluster: bool) -> None:
 @main.command("demo-setup")
 def demo_setup() -> None:
     """Create the demo topics, subscriptions and bucket on the running local stack (idempotent)."""
-    from bridgectl.demo import create_demo_resources
+    from local_stack.demo import create_demo_resources
 
     stack = LocalStack()
     if not all(s.running for s in stack.status()):
@@ -126,7 +126,7 @@ def demo_setup() -> None:
 @click.option("--rate", default=20, show_default=True, help="demo records per second per topic")
 def dev(port: int, rate: int) -> None:
     """Run the product locally: servers, demo topics and traffic, then `dagster dev` (Ctrl-C stops all)."""
-    from bridgectl.demo import TrafficGenerator, create_demo_resources
+    from local_stack.demo import TrafficGenerator, create_demo_resources
 
     stack = LocalStack()
     ui_url = f"http://127.0.0.1:{port}"

@@ -20,7 +20,7 @@ import yaml
 from confluent_kafka import Producer
 from google.cloud import pubsub_v1
 
-from bridgectl.child_signals import hear_sigint
+from local_stack.child_signals import hear_sigint
 from connectors.kafka.admin import KafkaAdmin
 from connectors.kafka.connection import KafkaConnection
 

@@ -46,7 +46,7 @@ def test_a_comparison_row_takes_medians_and_says_met_only_when_both_targets_are(
     line = row(comparison, results)
     # ours: 1,000 / 2,000 / 2,500 records/s, median 2,000; Java's median 500; CPU 0.40 against 1.00
     assert "| 2,000 (1,000-2,500) | 500 (250-1,000) | 4.00 | 0.40 / 1.00 (0.40) |" in line
-    assert "| met | 2026-01-02, 2 cores, 3 rounds, commit abc1234 (`bench/x.json`) |" in line
+    assert "| met | 2026-01-02, 2 cores, commit abc1234, 3 rounds (`bench/x.json`) |" in line
     results["ours"] = side([(1.0, 0.6), (0.5, 0.6), (0.4, 0.6)])  # as fast, at 0.6x the CPU
     assert "| **missed** | 2026-01-02" in row(comparison, results)
     del results["commit"]
