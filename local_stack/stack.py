@@ -45,7 +45,8 @@ CONNECT_SERVER_MASTER = "local[32]"
 # kafka_ssl: the first cluster's SSL listener (the stack's local certificate; a client certificate is required).
 # kafka_target: a second Kafka cluster, what a Kafka -> Kafka bridge replicates to.
 # pulsar: an Apache Pulsar standalone (broker, embedded bookie), a target of replication.
-# schema_registry: Apicurio Registry serving Confluent's Schema Registry API (in-memory: schemas go with it).
+# schema_registry: Apicurio Registry serving Confluent's Schema Registry API, its schemas in an H2 file under
+# <home>/schema_registry, so that they outlive a restart as the Kafka records that name their ids do.
 # prometheus: Debian's Prometheus, scraping the bridges' metrics endpoint (`metrics`: what `bridgectl dev` starts,
 # `python -m bridge_metrics`) and any target file in <home>/prometheus/targets, with the alerting rules of
 # observability/prometheus.
@@ -505,9 +506,13 @@ class LocalStack:
     def _start_schema_registry(self) -> subprocess.Popen:
         java = fetch.require_tool("java", "OpenJDK 17, to run the Schema Registry")
         runner = fetch.schema_registry_app()
+        data = self.home / "schema_registry"
+        data.mkdir(parents=True, exist_ok=True)
+        # Apicurio's default store is an H2 database in memory: a restarted registry would answer 404 for the schema
+        # ids that the records kept in Kafka name. The same H2 in a file keeps them.
         return self._spawn("schema_registry", [java, "-Xms64m", "-Xmx384m", "-jar", str(runner)], env={
             "QUARKUS_HTTP_HOST": "127.0.0.1", "QUARKUS_HTTP_PORT": str(self.ports()["schema_registry"]),
-            "QUARKUS_LOG_LEVEL": "WARN",
+            "QUARKUS_LOG_LEVEL": "WARN", "REGISTRY_DATASOURCE_URL": f"jdbc:h2:file:{data / 'registry'}",
         })
 
     def _start_prometheus(self) -> subprocess.Popen:

@@ -35,3 +35,20 @@ def test_up_is_idempotent_and_env_prints_exports(stack):
     assert f"export PUBSUBLITE_API_ENDPOINT={os.environ['PUBSUBLITE_API_ENDPOINT']}" in out.splitlines()
     assert f"export SCHEMA_REGISTRY_URL={os.environ['SCHEMA_REGISTRY_URL']}" in out.splitlines()
     assert f"export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={stack.lite_certificate()}" in out.splitlines()
+
+
+def test_the_registry_keeps_its_schemas_through_a_restart(stack):
+    """Kafka keeps records that name schema ids across `down`/`up`; the registry keeps the ids they name."""
+    url = os.environ["SCHEMA_REGISTRY_URL"]
+    subject = f"restart-check-{os.getpid()}-value"
+    request = urllib.request.Request(
+        f"{url}/subjects/{subject}/versions", method="POST",
+        data=json.dumps({"schema": json.dumps({"type": "record", "name": "R", "fields": [
+            {"name": "id", "type": "long"}]})}).encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        schema_id = json.loads(response.read())["id"]
+    stack.down(only=("schema_registry",), log=lambda line: None)
+    stack.up(only=("schema_registry",), log=lambda line: None)
+    with urllib.request.urlopen(f"{url}/schemas/ids/{schema_id}", timeout=10) as response:
+        assert json.loads(json.loads(response.read())["schema"])["name"] == "R"
