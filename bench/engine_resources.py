@@ -62,7 +62,7 @@ def main() -> None:
     env = dict(os.environ)
     create_demo_resources(env["KAFKA_BOOTSTRAP_SERVERS"])
     bridges = [b["name"] for b in yaml.safe_load((PROJECT_ROOT / "bridges.yaml").read_text())["bridges"]]
-    traffic = TrafficGenerator(env["KAFKA_BOOTSTRAP_SERVERS"], 20)
+    traffic = TrafficGenerator(env["KAFKA_BOOTSTRAP_SERVERS"], 20, env["SCHEMA_REGISTRY_URL"])
     traffic.start()
     dagster = str(Path(sys.executable).parent / "dagster")
     with tempfile.TemporaryDirectory() as home:
