@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from connectors.config.common import (
-    HIGH_IMPORTANCE, 
-    ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys, TransformKeys,
+    HIGH_IMPORTANCE, ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys,
+    TopicNameMappingKeys, TransformKeys,
 )
-from connectors.config.routing import TargetTemplate, route
+from connectors.config.routing import TargetTemplate
 
 DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
 MAX_REQUEST_BYTES = 9_500_000  # the reference's cap, under Pub/Sub's 10 MB publish request limit
 
 
 class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys,
-                            TransformKeys):
+                            TransformKeys, TopicNameMappingKeys):
+    target_key: ClassVar[str] = "cps.topic"
     cps_project: str = Field(
         alias="cps.project", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
         description="the Pub/Sub topic's project")
@@ -83,7 +84,7 @@ class CloudPubSubSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
                                              description="with enableCompression: the smallest request compressed")
 
     def topic_path(self, kafka_topic: str) -> str:
-        return f"projects/{self.cps_project}/topics/{route(self.cps_topic, kafka_topic)}"
+        return f"projects/{self.cps_project}/topics/{self.routed(self.cps_topic, kafka_topic)}"
 
     @model_validator(mode="after")
     def _delay_aliases_agree(self):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from connectors import endpoints
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
-from connectors.config.routing import is_routed, route
+from connectors.config.routing import is_routed
 from connectors.endpoints import Endpoint
 from connectors.framework.plugin_parts import kafka_source_label
 from connectors.framework.sink_plugin import KafkaSink
@@ -43,7 +43,7 @@ def _writes(bridge: Bridge) -> tuple[Endpoint, ...]:
     topics = cfg.topic_list()
     if cfg.transforms and cfg.transforms.renames_topics:
         topics = sorted({t for t in map(cfg.transforms.topic_after, topics) if t is not None})
-    return tuple(endpoints.pubsub_topic(cfg.cps_project, route(cfg.cps_topic, t)) for t in topics)
+    return tuple(endpoints.pubsub_topic(cfg.cps_project, cfg.routed(cfg.cps_topic, t)) for t in topics)
 
 
 CONNECTOR = SINK.plugin(

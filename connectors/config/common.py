@@ -6,9 +6,10 @@ import re
 import typing
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 from pydantic.fields import FieldInfo
 
+from connectors.config.routing import is_routed, route
 from connectors.kafka_connect.converter_classes import BYTE_ARRAY_CONVERTER, KNOWN_CONVERTERS, REGISTRY_CONVERTERS
 from connectors.kafka_connect.converters import converter_for
 from connectors.kafka_connect.registry.settings import KeyRegistryKeys, ValueRegistryKeys, registry_settings
@@ -125,6 +126,42 @@ class ColumnarTransformKeys(TransformKeys):
                              f"rename topics with {routed} (MirrorMaker 2 runs a router on the record's renamed topic, "
                              "which this connector's transforms, run on the source's records, do not see)")
         return self
+
+
+class TopicNameMappingKeys(BaseModel):
+    """An explicit topic map beside the `${topic}` template of a sink's target key (`target_key`): a Kafka topic the
+    map names stands in the template as its target, any other as itself."""
+
+    target_key: ClassVar[str]  # the key whose ${topic} the map fills, as a user writes it
+
+    topic_name_mapping: str | None = Field(
+        None, alias="topicNameMapping",
+        description="an explicit topic map: a comma list of kafka-topic:target pairs; a mapped topic's records go to "
+                    "the target its name gives ${topic} in the target key, any other topic's to its own name")
+    _topic_names: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _read_topic_name_mapping(self):
+        if self.topic_name_mapping is None:
+            return self
+        names: dict[str, str] = {}
+        for pair in (part.strip() for part in self.topic_name_mapping.split(",")):
+            source, colon, target = (side.strip() for side in pair.partition(":"))
+            if not colon or not source or not target:
+                raise ValueError(f"topicNameMapping: {pair!r} is not a kafka-topic:target pair")
+            if source in names:
+                raise ValueError(f"topicNameMapping: topic {source!r} is mapped twice")
+            names[source] = target
+        target_field = next(name for name, field in type(self).model_fields.items() if field.alias == self.target_key)
+        if not is_routed(getattr(self, target_field)):
+            raise ValueError(f"topicNameMapping needs ${{topic}} in {self.target_key}, where a mapped topic's target "
+                             "goes (e.g. ${topic} alone)")
+        self._topic_names = names
+        return self
+
+    def routed(self, template: str, kafka_topic: str) -> str:
+        """The target `template` names for a record of `kafka_topic`, through the map."""
+        return route(template, self._topic_names.get(kafka_topic, kafka_topic))
 
 
 class GcpCredentialsKeys(BaseModel):

@@ -1,6 +1,7 @@
-"""Topic routing (PIP-18's topicNameMapping): a target named by a template in which `${topic}` stands for the
-Kafka topic a record came from, so one bridge maps many source topics to as many targets. Kafka Connect's
-config providers never match it (their references carry a colon)."""
+"""Topic routing: a target named by a template in which `${topic}` stands for the Kafka topic a record came from, so
+one bridge maps many source topics to as many targets (an explicit map beside it, `topicNameMapping`, is
+config.common.TopicNameMappingKeys). Kafka Connect's config providers never match the placeholder (their references
+carry a colon)."""
 
 from __future__ import annotations
 

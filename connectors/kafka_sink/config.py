@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
 from connectors.config.common import (
-    HIGH_IMPORTANCE, 
-    ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, ExactlyOnceKeys, KafkaTopicsKeys,
+    HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, ExactlyOnceKeys, KafkaTopicsKeys,
+    TopicNameMappingKeys,
 )
-from connectors.config.routing import TOPIC_PLACEHOLDER, TargetTemplate, is_routed, route
+from connectors.config.routing import TOPIC_PLACEHOLDER, TargetTemplate, is_routed
 from connectors.kafka.connection import KafkaConnection
 
 
-class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ExactlyOnceKeys, ColumnarTransformKeys):
+class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ExactlyOnceKeys, ColumnarTransformKeys,
+                      TopicNameMappingKeys):
+    target_key: ClassVar[str] = "topic.rename.format"
     target_bootstrap_servers: str = Field(
         alias="target.bootstrap.servers", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
         description="the target cluster (the local stack's second cluster: KAFKA_TARGET_BOOTSTRAP_SERVERS)")
@@ -87,7 +89,7 @@ class KafkaSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Exact
         return "topic.rename.format" if is_routed(self.topic_rename_format) else None
 
     def target_topic(self, source_topic: str) -> str:
-        return route(self.topic_rename_format, source_topic)
+        return self.routed(self.topic_rename_format, source_topic)
 
     @property
     def checkpoints(self) -> bool:

@@ -7,9 +7,9 @@ from typing import ClassVar, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from connectors.config.common import (
-    HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys,
+    HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys, TopicNameMappingKeys,
 )
-from connectors.config.routing import is_routed, route
+from connectors.config.routing import is_routed
 
 # Kinesis Data Streams service limits (PutRecords).
 MAX_RECORDS_PER_REQUEST = 500
@@ -17,7 +17,9 @@ MAX_BYTES_PER_REQUEST = 5 * 1024 * 1024
 MAX_BYTES_PER_RECORD = 1024 * 1024  # data and partition key together
 
 
-class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys):
+class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys,
+                        TopicNameMappingKeys):
+    target_key: ClassVar[str] = "kinesis.stream.name"
     follows_routers: ClassVar[bool] = True
 
     stream_name: str = Field(
@@ -56,7 +58,7 @@ class KinesisSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Col
         description="the secret key (write it as a reference: ${env:...})")
 
     def stream_for(self, kafka_topic: str) -> str:
-        return route(self.stream_name, kafka_topic)
+        return self.routed(self.stream_name, kafka_topic)
 
     def routed_target_key(self) -> str | None:
         return "kinesis.stream.name" if is_routed(self.stream_name) else None

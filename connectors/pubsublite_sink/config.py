@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from connectors.config.common import (
-    HIGH_IMPORTANCE, 
-    ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys, TransformKeys,
+    HIGH_IMPORTANCE, ConnectorConfig, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys, KafkaTopicsKeys,
+    TopicNameMappingKeys, TransformKeys,
 )
-from connectors.config.routing import TargetTemplate, is_routed, route
+from connectors.config.routing import TargetTemplate, is_routed
 from connectors.pubsublite.clients import parse_location, topic_path
 
 
@@ -24,7 +24,8 @@ def check_location(value: str) -> str:
 
 
 class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, GcpCredentialsKeys,
-                           TransformKeys):
+                           TransformKeys, TopicNameMappingKeys):
+    target_key: ClassVar[str] = "pubsublite.topic"
     pubsublite_project: str = Field(
         alias="pubsublite.project", json_schema_extra=HIGH_IMPORTANCE, min_length=1,
         description="the Lite topic's project")
@@ -48,5 +49,5 @@ class PubSubLiteSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Erro
 
     def topic_path(self, kafka_topic: str = ""):
         """The Lite topic a record of `kafka_topic` goes to (the template itself when it is not routed)."""
-        name = route(self.pubsublite_topic, kafka_topic) if kafka_topic else self.pubsublite_topic
+        name = self.routed(self.pubsublite_topic, kafka_topic) if kafka_topic else self.pubsublite_topic
         return topic_path(self.pubsublite_project, self.pubsublite_location, name)

@@ -7,12 +7,14 @@ from typing import ClassVar
 from pydantic import Field, SecretStr
 
 from connectors.config.common import (
-    HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys,
+    HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ErrorHandlingKeys, KafkaTopicsKeys, TopicNameMappingKeys,
 )
-from connectors.config.routing import TargetTemplate, is_routed, route
+from connectors.config.routing import TargetTemplate, is_routed
 
 
-class PulsarSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys):
+class PulsarSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, ColumnarTransformKeys,
+                       TopicNameMappingKeys):
+    target_key: ClassVar[str] = "pulsar.topic"
     follows_routers: ClassVar[bool] = True
 
     service_url: str = Field(
@@ -34,7 +36,7 @@ class PulsarSinkConfig(ConnectorConfig, KafkaTopicsKeys, ErrorHandlingKeys, Colu
                                                description="how long a producer batch waits for more messages")
 
     def topic_for(self, kafka_topic: str) -> str:
-        return route(self.topic, kafka_topic)
+        return self.routed(self.topic, kafka_topic)
 
     def routed_target_key(self) -> str | None:
         return "pulsar.topic" if is_routed(self.topic) else None

@@ -214,6 +214,24 @@ def test_topic_routing_sends_each_kafka_topic_to_its_own_pubsub_topic(stack, spa
             f"{topic}-{i}" for i in range(20))
 
 
+def test_an_explicit_topic_map_sends_a_mapped_topic_to_its_target_and_the_others_to_their_own(
+        stack, spark, tmp_path, unique):
+    """topicNameMapping beside cps.topic=cps-${topic}: the mapped topic goes to the target the map names, the
+    other to the Pub/Sub topic of its own name."""
+    mapped, other = f"mapped-{unique}-a", f"mapped-{unique}-b"
+    for topic in (mapped, other):
+        kafka_admin().create_topic(topic, partitions=1)
+        produce(topic, [(None, f"{topic}-{i}") for i in range(10)])
+    subscriptions = {mapped: create_pubsub_topic(f"cps-orders-{unique}"), other: create_pubsub_topic(f"cps-{other}")}
+    name = f"mapped_{unique}"
+    defs = build_definitions(sink_bridges_file(tmp_path, name, f"{mapped},{other}", {
+        "cps.topic": "cps-${topic}", "topicNameMapping": f"{mapped}:orders-{unique}"}))
+
+    assert materialize_bridge(defs, name)["records_published"].value == 20
+    for topic, subscription in subscriptions.items():
+        assert sorted(m.data.decode() for m in drain(subscription)) == sorted(f"{topic}-{i}" for i in range(10))
+
+
 def test_min_partitions_splits_one_partition_over_tasks(stack, spark, tmp_path, unique):
     topic, name = f"split-{unique}", f"split_{unique}"
     kafka_admin().create_topic(topic, partitions=1)
