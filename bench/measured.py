@@ -94,7 +94,7 @@ def _how(docstring: str) -> str:
 
 def page(directory: Path = HERE) -> str:
     results = (directory / "results.md").read_text()
-    full_run = "## The last full run (`python -m bench`)\n\n" + _how(importlib.import_module("bench.__main__").__doc__)
+    full_run = "## The last full run\n\n" + _how(importlib.import_module("bench.__main__").__doc__)
     return "\n".join([INTRO + (directory / "comparisons.md").read_text(),
                       *(section(entry, directory) for entry in SECTIONS),
                       full_run + "\n" + results])

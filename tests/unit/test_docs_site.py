@@ -46,3 +46,10 @@ def test_the_pages_speak_in_the_present_tense():
             found += [f"{page.relative_to(ROOT)}:{number}: {m.group(0)}" for pattern in patterns
                       for m in pattern.finditer(line)]
     assert not found, "\n".join(found)
+
+
+def test_a_page_naming_a_section_of_the_measured_page_names_one_it_has():
+    sections = set(re.findall(r"^## (.+)$", (ROOT / "docs" / "measured.md").read_text(), re.M))
+    named = [(page.name, name) for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+             for name in (" ".join(found.split()) for found in re.findall(r'Measured[,:] "([^"]+)"', page.read_text()))]
+    assert named and all(name in sections for _, name in named), [n for n in named if n[1] not in sections]
