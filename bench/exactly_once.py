@@ -21,6 +21,7 @@ from typing import Callable
 MODES = {"at least once": {}, "exactly once": {"exactly.once.support": "required"}}
 PARTITIONS = 4
 RESULTS = Path(__file__).with_name("exactly_once.json")
+CONNECTORS = {"lite": "PubSubLiteSourceConnector", "cloud": "CloudPubSubSourceConnector", "kafka": "KafkaSinkConnector"}
 # (mode, keys) -> the read, set up (topics made, messages published) and not yet run; it returns records per second
 Reader = Callable[[str, dict], Callable[[], float]]
 
@@ -78,7 +79,8 @@ def render(results: dict) -> str:
     lines = [f"{results['records']:,} records of {results['size']:,} B, {results['partitions']} partitions, one "
              f"micro-batch on the warm engine, {results['rounds']} rounds with the modes alternating. Medians "
              "(min-max).", "", "| connector | mode | records/s | CPU s | exactly once costs |", "| --- | --- | --- | --- | --- |"]
-    for name, modes in results["rows"].items():
+    for key, modes in results["rows"].items():
+        name = CONNECTORS.get(key, key)
         rates = {mode: [row["records_per_s"] for row in rows] for mode, rows in modes.items()}
         cost = 1 - statistics.median(rates["exactly once"]) / statistics.median(rates["at least once"])
         for mode, rows in modes.items():
