@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import pyarrow as pa
 from google.api_core.retry import exponential_sleep_generator
 
+from connectors.config.routing import PerTarget
 from connectors.errors import BatchError, RecordError
 from connectors.framework.sink_tally import SinkTally, TalliedBatch
 from connectors.framework.sink_writer import OpenWriter, SinkWriter, target_topics
@@ -215,22 +216,20 @@ class KinesisWriter(SinkWriter):
     def __init__(self, config: KinesisSinkConfig, tally: SinkTally):
         super().__init__(tally)
         self.config, self._client = config, kept_kinesis_client(config)
-        self._putters: dict[str, tuple[KinesisPutter, list[str]]] = {}
+        # A putter (and shard list) per stream this task put to, routed once per Kafka topic.
+        self._putter_for = PerTarget(config.stream_for, self._putter)
 
     def _delivered(self, origin) -> None:
         slot, row = origin
         slot.counts(row).published += 1
 
-    def _putter_for(self, topic: str) -> tuple[KinesisPutter, list[str]]:
-        cfg, stream = self.config, self.config.stream_for(topic)
-        if stream not in self._putters:
-            if cfg.routed_by_transforms():
-                check_stream(cfg, stream)
-            self._putters[stream] = (
-                KinesisPutter(self._client, stream, cfg.max_request_records, cfg.max_request_bytes,
+    def _putter(self, stream: str) -> tuple[KinesisPutter, list[str]]:
+        cfg = self.config
+        if cfg.routed_by_transforms():
+            check_stream(cfg, stream)
+        return (KinesisPutter(self._client, stream, cfg.max_request_records, cfg.max_request_bytes,
                               cfg.retry_timeout_ms / 1000, self._delivered),
                 kept_shard_hash_keys(self._client, stream) if cfg.partition_key == "partition" else [])
-        return self._putters[stream]
 
     def put(self, records: pa.RecordBatch) -> None:
         cfg, slot = self.config, TalliedBatch(records, self.tally)
@@ -252,7 +251,7 @@ class KinesisWriter(SinkWriter):
             putter.add(value, partition_key, (slot, row), hash_keys[partition % len(hash_keys)] if hash_keys else None)
 
     def flush(self) -> None:
-        for putter, _ in self._putters.values():
+        for putter, _ in self._putter_for.by_target.values():
             putter.close()
 
     def __exit__(self, exc_type, exc, traceback) -> bool | None:

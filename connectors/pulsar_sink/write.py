@@ -8,6 +8,7 @@ import threading
 
 import pyarrow as pa
 
+from connectors.config.routing import PerTarget
 from connectors.errors import BatchError, RecordError
 from connectors.framework.sink_tally import SinkTally, TalliedBatch
 from connectors.framework.sink_writer import SinkWriter, target_topics
@@ -83,16 +84,12 @@ class PulsarWriter(SinkWriter):
         super().__init__(tally)
         self.config, self._pulsar = config, pulsar
         self._kept = kept_pulsar_client(config)
-        self._producers: dict[str, object] = {}  # the ones this task sent through, flushed at its end
+        # The producer of each target topic this task sent through (flushed at its end), routed once per Kafka topic.
+        self._producer_for = PerTarget(config.topic_for, lambda target: self._kept.producer(target, config))
         # Callbacks come from the client's own threads, and may still be running when a producer's flush returns:
         # the task's summary waits for every one (`_unanswered` sends).
         self._lock, self._refused, self._failed = threading.Lock(), [], []
         self._answered, self._unanswered = threading.Condition(self._lock), 0
-
-    def _producer_for(self, topic: str):
-        if topic not in self._producers:
-            self._producers[topic] = self._kept.producer(topic, self.config)
-        return self._producers[topic]
 
     def _callback(self, slot: TalliedBatch, row: int):
         ok, refusals = self._pulsar.Result.Ok, (self._pulsar.Result.MessageTooBig, self._pulsar.Result.InvalidMessage)
@@ -120,7 +117,7 @@ class PulsarWriter(SinkWriter):
             raise
 
     def put(self, records: pa.RecordBatch) -> None:
-        cfg, slot = self.config, TalliedBatch(records, self.tally)
+        slot = TalliedBatch(records, self.tally)
         columns = {name: records.column(name).to_pylist()
                    for name in ("key", "value", "headers", "timestamp_ms", "timestampType")}
         topics = target_topics(records)
@@ -136,12 +133,12 @@ class PulsarWriter(SinkWriter):
                 kwargs["partition_key"] = key.decode("utf-8", "backslashreplace")
             if columns["timestampType"][row] != NO_TIMESTAMP and columns["timestamp_ms"][row] is not None:
                 kwargs["event_timestamp"] = columns["timestamp_ms"][row]
-            self._send(self._producer_for(cfg.topic_for(topics[row])), value, self._callback(slot, row),
+            self._send(self._producer_for(topics[row]), value, self._callback(slot, row),
                        **kwargs)
 
     def flush(self) -> None:
         cfg = self.config
-        for producer in self._producers.values():
+        for producer in self._producer_for.by_target.values():
             producer.flush()
         with self._answered:
             if not self._answered.wait_for(lambda: self._unanswered == 0, CALLBACKS_AFTER_FLUSH_S):
