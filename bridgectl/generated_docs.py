@@ -10,6 +10,7 @@ writes them; the suite fails when a committed page differs."""
 
 from __future__ import annotations
 
+import json
 import re
 import typing
 from pathlib import Path
@@ -143,9 +144,10 @@ def example(plugin) -> str:
 
 
 def _yaml_scalar(value: str) -> str:
-    """A .properties value as YAML reads it back as the same text, or as the bool or number the key takes."""
+    """A .properties value as YAML reads it back as the same text, or as the bool or number the key takes: plain when
+    it can be, else a JSON string (a double-quoted YAML scalar)."""
     plain = re.fullmatch(r"[A-Za-z0-9_./:-]+", value) and not value.startswith(("-", ":"))
-    return value if plain else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return value if plain else json.dumps(value)
 
 
 def transform_pages() -> dict[Path, str]:
