@@ -33,7 +33,7 @@ SECTIONS = (
             ("versus_java.json", "versus_java_source.json", "versus_java_lite.json")),
     Section("Always on: latency at a steady rate", "continuous",
             ("continuous_lease_check.json", "continuous_cloud_java.json", "continuous_three_runs.json",
-             "continuous_archive_stream.json")),
+             "continuous_kinesis_pulsar.json", "continuous_archive_stream.json")),
     Section("Always on: the highest rate kept", "sustained", ("sustained.json",)),
     Section("Which long-lived shape on Spark", "streaming_shapes", ("streaming_shapes.json",)),
     Section("Many always-on bridges", "fleet", ("fleet.json", "fleet_batch.json")),
