@@ -509,10 +509,12 @@ class LocalStack:
         data = self.home / "schema_registry"
         data.mkdir(parents=True, exist_ok=True)
         # Apicurio's default store is an H2 database in memory: a restarted registry would answer 404 for the schema
-        # ids that the records kept in Kafka name. The same H2 in a file keeps them.
+        # ids that the records kept in Kafka name. The same H2 in a file keeps them; WRITE_DELAY=0 writes each commit
+        # to the file as it is made (H2 otherwise writes in the background, and a clean-clone suite lost a schema
+        # registered a second before the registry stopped).
         return self._spawn("schema_registry", [java, "-Xms64m", "-Xmx384m", "-jar", str(runner)], env={
             "QUARKUS_HTTP_HOST": "127.0.0.1", "QUARKUS_HTTP_PORT": str(self.ports()["schema_registry"]),
-            "QUARKUS_LOG_LEVEL": "WARN", "REGISTRY_DATASOURCE_URL": f"jdbc:h2:file:{data / 'registry'}",
+            "QUARKUS_LOG_LEVEL": "WARN", "REGISTRY_DATASOURCE_URL": f"jdbc:h2:file:{data / 'registry'};WRITE_DELAY=0",
         })
 
     def _start_prometheus(self) -> subprocess.Popen:
