@@ -119,7 +119,7 @@ class ContinuousRun:
                 tasks = max(b.continuous.stream_tasks for b in self._bridges.values())
                 streams = {b.name for b in self._bridges.values() if b.plugin.has_stream(b)}
                 gather_s = max(b.continuous.commit_interval_ms for b in self._bridges.values()) / 1000 + 1
-                host = next(iter(self._bridges.values())).continuous.host
+                host = next(iter(self._bridges.values())).host
                 self._shared = SharedJob(spark, host, spark.getTags(), tasks, streams & self._wanted_now(), gather_s)
             try:
                 self._move_until_ended()

@@ -42,21 +42,16 @@ def bridge_ends(bridge: Bridge, systems: Systems) -> BridgeEnds:
     return BridgeEnds(AssetKey(bridge.name), bridge.group, plugin.reads(asking, systems), plugin.writes(bridge))
 
 
-def build_bridge_assets(bridges: list[Bridge], ends: list[BridgeEnds] | None = None) -> list[AssetsDefinition]:
-    """A batch bridge's asset of its own; the continuous bridges of one host in one multi-asset (one step moves
-    them all), any other continuous bridge in one of its own."""
-    reads = {b.name: e.reads for b, e in zip(bridges, ends)} if ends else {}
-    hosts: dict[str, list[Bridge]] = {}
-    assets = []
-    for bridge in bridges:
-        if bridge.mode != "continuous":
-            assets.append(_one_batch_asset(bridge, reads.get(bridge.name, ())))
-        elif bridge.continuous.host is None:
-            assets.append(_continuous_assets(None, [bridge], reads))
-        else:
-            hosts.setdefault(bridge.continuous.host, []).append(bridge)
-    assets += [_continuous_assets(host, members, reads) for host, members in hosts.items()]
-    return assets
+def bridge_asset(bridge: Bridge, reads: tuple[Endpoint, ...] = ()) -> AssetsDefinition:
+    """The asset of a bridge moved by runs of its own: a batch bridge's, or a continuous bridge naming no host."""
+    if bridge.mode != "continuous":
+        return _one_batch_asset(bridge, reads)
+    return _continuous_assets(None, [bridge], {bridge.name: reads})
+
+
+def host_asset(host: str, members: list[Bridge], reads: dict[str, tuple[Endpoint, ...]]) -> AssetsDefinition:
+    """The continuous bridges of one host in one multi-asset: one step moves them all."""
+    return _continuous_assets(host, members, reads)
 
 
 def _describe(bridge: Bridge) -> str:

@@ -95,7 +95,7 @@ def _latest_lag(instance: DagsterInstance, bridge: Bridge, latest_materializatio
 
 def _runs_job(bridge: Bridge) -> str:
     """The job whose runs move the bridge: its host's, for a hosted bridge."""
-    host = bridge.continuous.host if bridge.mode == "continuous" else None
+    host = bridge.host
     return host_job_name(host) if host else job_name(bridge)
 
 

@@ -206,8 +206,8 @@ def stop(name: str, path: Path | None, url: str) -> None:
     deployment = Deployment(url)
     status = deployment.set_sensor(_sensor_name(bridge), running=False)
     say(f"{name}: sensor {_sensor_name(bridge)} {status.lower()}")
-    if bridge.mode == "continuous" and bridge.continuous.host is not None:
-        say(f"{name}: host {bridge.continuous.host}'s run ends it after recording its commit (its other bridges "
+    if bridge.host is not None:
+        say(f"{name}: host {bridge.host}'s run ends it after recording its commit (its other bridges "
             "go on)")
     elif bridge.mode == "continuous":
         for run_id in deployment.end_runs(name):

@@ -243,6 +243,11 @@ class Bridge:
         return self.plugin.name
 
     @property
+    def host(self) -> str | None:
+        """The host whose shared always-on run moves this bridge; None for a bridge moved by runs of its own."""
+        return self.continuous.host if self.mode == "continuous" else None
+
+    @property
     def exactly_once(self) -> bool:
         """exactly.once.support=required (only a connector whose config has the key can say it)."""
         return isinstance(self.config, ExactlyOnceKeys) and self.config.exactly_once

@@ -26,7 +26,7 @@ def job_name(bridge: Bridge) -> str:
 
 def build_bridge_job(bridge: Bridge):
     """A continuous bridge's own job keeps it moving (its keeper starts it); any other bridge's moves one batch."""
-    always_on = bridge.mode == "continuous" and bridge.continuous.host is None
+    always_on = bridge.mode == "continuous" and bridge.host is None
     return define_asset_job(
         name=job_name(bridge),
         selection=AssetSelection.assets(bridge.name),

@@ -56,7 +56,7 @@ def _sensor_properties(bridge: Bridge, job_name: str, kind: str, description: st
 
 
 def build_bridge_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
-    if bridge.mode == "continuous" and bridge.continuous.host is not None:
+    if bridge.host is not None:
         return build_switch_sensor(bridge)
     if bridge.mode == "continuous":
         return build_keeper_sensor(bridge, job_name)
@@ -132,7 +132,7 @@ def build_signal_sensor(bridge: Bridge, job_name: str) -> SensorDefinition:
 
 def build_switch_sensor(bridge: Bridge) -> SensorDefinition:
     """A hosted bridge's on/off: its host's run reads it (sensors/switches.py); the sensor itself starts nothing."""
-    host = bridge.continuous.host
+    host = bridge.host
 
     # Its state is what counts, read from storage; a tick only shows where the bridge moves. Each tick costs the
     # daemon and the code server an evaluation: thirty switches at 30 s took 10 % of a core.

@@ -7,7 +7,7 @@ import dataclasses
 
 from dagster import DagsterInstance, materialize
 
-from bridge_assets.factory import build_bridge_assets
+from bridge_assets.factory import bridge_asset
 from bridgectl.bridge_positions import bridge_places
 from connectors.plugin import Place, SourcePlaces
 from resources.lease import BridgeLeaseResource
@@ -24,7 +24,7 @@ PLACED = dataclasses.replace(COUNTER, position=dataclasses.replace(COUNTER.posit
 
 def test_the_recorded_position_its_run_and_the_source_ends_side_by_side():
     bridge = dataclasses.replace(counter_bridge(), plugin=PLACED)
-    [asset], counter = build_bridge_assets([bridge]), Counter(head=25)
+    asset, counter = bridge_asset(bridge), Counter(head=25)
     systems = type("Systems", (), {"counter": counter})()
     with DagsterInstance.ephemeral() as instance:
         never = bridge_places(instance, bridge, systems)

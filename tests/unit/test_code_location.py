@@ -1,6 +1,6 @@
-"""The code location loads lazily and once per version of the bridges file: Dagster calls `defs()` at every load of
-the location in a process (seven times in one `dagster asset materialize`), and a build asks Pub/Sub and Lite for
-lineage."""
+"""The code location loads the bridges file through its Component (bridge_assets/defs/bridges/defs.yaml), lazily
+and once per version of the file: Dagster loads the location again and again (seven times in one `dagster asset
+materialize`), and a build asks Pub/Sub and Lite for lineage."""
 
 from __future__ import annotations
 
@@ -8,20 +8,34 @@ import os
 
 import yaml
 
-from bridge_assets import defs
+import bridge_assets.component
+from bridge_assets import code_location
+
+
+def _bridges_file(path, name: str) -> str:
+    path.write_text(yaml.safe_dump({"bridges": [{
+        "name": name, "connector": "S3BlockGzipSinkConnector", "config": {"topics": "t", "s3.bucket": "bkt"}}]}))
+    return str(path)
+
+
+def _asset_names(defs) -> set[str]:
+    return {spec.key.path[-1] for spec in defs.resolve_all_asset_specs()}
 
 
 def test_the_definitions_are_built_once_per_version_of_the_bridges_file(tmp_path, monkeypatch):
     path = tmp_path / "bridges.yaml"
-    path.write_text(yaml.safe_dump({"bridges": [{
-        "name": "once", "connector": "S3BlockGzipSinkConnector", "config": {"topics": "t", "s3.bucket": "bkt"}}]}))
-    monkeypatch.setenv("BRIDGES_FILE", str(path))
-    first = defs()
-    assert defs() is first
-    assert [a.key.path[-1] for a in first.resolve_all_asset_specs() if a.key.path[-1] == "once"] == ["once"]
+    monkeypatch.setenv("BRIDGES_FILE", _bridges_file(path, "once"))
+    builds = []
+    build = bridge_assets.component.build_definitions
+    monkeypatch.setattr(bridge_assets.component, "build_definitions", lambda p: builds.append(p) or build(p))
+    bridge_assets._loaded.cache_clear()
+
+    first = code_location()
+    assert code_location() is first
+    assert "once" in _asset_names(first) and "once" in _asset_names(code_location())
+    assert builds == [str(path)]
 
     path.write_text(path.read_text().replace("name: once", "name: twice"))
     os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 1_000_000))
-    second = defs()
-    assert second is not first
-    assert "twice" in {a.key.path[-1] for a in second.resolve_all_asset_specs()}
+    assert "twice" in _asset_names(code_location())
+    assert builds == [str(path), str(path)]

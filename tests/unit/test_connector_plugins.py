@@ -13,7 +13,7 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 from pydantic import Field
 
 from asset_metadata import recorded_position
-from bridge_assets.factory import build_bridge_assets
+from bridge_assets.factory import bridge_asset
 from connectors import plugins
 from connectors.bridge import BatchSettings, SensorSettings
 from connectors.bridges_file import load_bridges
@@ -86,7 +86,7 @@ def test_the_shipped_bridges_file_loads(monkeypatch):
 
 
 def test_a_plugin_bridge_records_its_position_and_resumes_from_it():
-    [asset], counter = build_bridge_assets([counter_bridge()]), Counter(head=25)
+    asset, counter = bridge_asset(counter_bridge()), Counter(head=25)
     resources = {"counter": counter, "bridge_lease": BridgeLeaseResource()}
     with DagsterInstance.ephemeral() as instance:
         for _ in range(3):
@@ -135,7 +135,7 @@ def test_a_kafka_sink_streams_in_continuous_mode_with_or_without_checkpoints(tmp
                                                             **keys}}]}))
     [bridge] = load_bridges(path)
     assert bridge.plugin.has_stream(bridge)
-    [asset] = build_bridge_assets([bridge])
+    asset = bridge_asset(bridge)
     assert "moves records as they arrive" in asset.specs_by_key[AssetKey("replica")].description
 
 
