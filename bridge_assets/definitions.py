@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
+from bridge_assets.console_logger import console_logger
 from bridge_assets.factory import bridge_asset, bridge_ends, host_asset
 from bridge_assets.lineage import BridgeEnds, external_specs
 from connectors.bridges_file import load_bridges
@@ -59,6 +60,7 @@ def _shared(ends: list[BridgeEnds], resources: dict) -> Definitions:
         assets=external_specs(ends),
         jobs=[lite_migration_job, position_reset_job],
         resources=resources,
+        loggers={"console": console_logger},
         # Also for `dagster asset materialize` and the UI's ad hoc runs: one step per bridge, so a
         # subprocess per step would only add seconds of start-up (and a second Spark session).
         executor=in_process_executor,

@@ -16,6 +16,12 @@ HOST_TAG = "bridge-host"
 ALWAYS_ON_TAG = "bridge-always-on"
 
 
+# A run's config that names the code location's console logger (bridge_assets/console_logger.py: INFO, a bridge's
+# failure as its one line). A run whose config names no logger gets Dagster's default one: every event at DEBUG, a
+# failure with its stack trace; the UI keeps every event either way.
+CONSOLE_LOGGER = {"loggers": {"console": {}}}
+
+
 def keeps_moving(tags: dict[str, str]) -> bool:
     return tags.get(ALWAYS_ON_TAG) == "true"
 
@@ -35,8 +41,7 @@ def build_bridge_job(bridge: Bridge):
         executor_def=in_process_executor,
         description=(f"Keep bridge {bridge.name} moving (always on)" if always_on
                      else f"Move one micro-batch for bridge {bridge.name}"),
-        # Dagster's per-event DEBUG lines drown the console of `dagster dev`; the UI keeps them all.
-        config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+        config=CONSOLE_LOGGER,
     )
 
 
@@ -52,5 +57,5 @@ def build_host_job(host: str, members: list[Bridge]):
         tags={HOST_TAG: host, ALWAYS_ON_TAG: "true"},
         executor_def=in_process_executor,
         description=f"Move the bridges of host {host} that are switched on: {', '.join(b.name for b in members)}",
-        config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+        config=CONSOLE_LOGGER,
     )
