@@ -165,12 +165,12 @@ def kafka_mirror_jars() -> Path:
 
 @one_fetch_at_a_time
 def kafka_transforms_jars() -> Path:
-    """Apache Kafka's single message transforms with JsonConverter (the reference of the transforms' differential
-    test)."""
-    target = cache_dir() / "kafka-transforms-libs"
+    """Apache Kafka's single message transforms with JsonConverter, and Apicurio's AvroData (the reference of the
+    transforms' differential test)."""
+    target = cache_dir() / "kafka-transforms-avro-libs"
     if not target.is_dir():
-        _copy_maven_dependencies("Apache Kafka's connect-transforms 4.1.1", STACK_FILES / "maven" /
-                                 "kafka-transforms.pom.xml", target)
+        _copy_maven_dependencies("Apache Kafka's connect-transforms 4.1.1 and Apicurio's Avro converter 2.6.13",
+                                 STACK_FILES / "maven" / "kafka-transforms.pom.xml", target)
     return target
 
 

@@ -3,12 +3,16 @@
 //   java -cp '<kafka-transforms jars>/*' TransformHarness.java < cases.json > results.json
 // cases.json: [{"config": {flat transforms./predicates. keys}, "records": [{"topic", "partition", "offset",
 // "timestamp", "key", "value" (JsonConverter bytes as text, or null), "key_schemas", "value_schemas",
-// "headers": [[name, text]]}]}]. Each record's result: {"dropped": true}, {"error": "..."} or the record after the
+// "headers": [[name, text]], and optionally "value_avro": {"schema": Avro schema text, "data": base64 of the datum's
+// binary encoding}, read by Apicurio's AvroData as its AvroConverter reads a registry's Avro}]}]. Each record's result: {"dropped": true}, {"error": "..."} or the record after the
 // chain, its key, value and headers written by JsonConverter with schemas.
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.apicurio.registry.utils.converter.avro.AvroData;
+import org.apache.avro.generic.GenericDatumReader;
+import org.apache.avro.io.DecoderFactory;
 import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.connect.data.SchemaAndValue;
 import org.apache.kafka.connect.header.ConnectHeaders;
@@ -20,6 +24,7 @@ import org.apache.kafka.connect.transforms.predicates.Predicate;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -27,6 +32,7 @@ import java.util.Map;
 
 public class TransformHarness {
     static final ObjectMapper JSON = new ObjectMapper();
+    static final AvroData AVRO = new AvroData(100);
 
     record Stage(Transformation<SinkRecord> transform, Predicate<SinkRecord> predicate, boolean negate) {}
 
@@ -99,6 +105,13 @@ public class TransformHarness {
         return text == null || text.isNull() ? null : text.asText().getBytes(StandardCharsets.UTF_8);
     }
 
+    static SchemaAndValue avro(JsonNode value) throws Exception {
+        org.apache.avro.Schema schema = new org.apache.avro.Schema.Parser().parse(value.get("schema").asText());
+        byte[] data = Base64.getDecoder().decode(value.get("data").asText());
+        Object datum = new GenericDatumReader<Object>(schema).read(null, DecoderFactory.get().binaryDecoder(data, null));
+        return AVRO.toConnectData(schema, datum);
+    }
+
     static JsonNode written(String topic, org.apache.kafka.connect.data.Schema schema, Object value) throws Exception {
         byte[] data = converter(true, false).fromConnectData(topic, schema, value);
         return data == null ? null : JSON.readTree(data);
@@ -109,7 +122,8 @@ public class TransformHarness {
         try {
             String topic = in.get("topic").asText();
             SchemaAndValue key = converter(in.get("key_schemas").asBoolean(), true).toConnectData(topic, bytes(in.get("key")));
-            SchemaAndValue value = converter(in.get("value_schemas").asBoolean(), false).toConnectData(topic, bytes(in.get("value")));
+            SchemaAndValue value = in.has("value_avro") ? avro(in.get("value_avro"))
+                : converter(in.get("value_schemas").asBoolean(), false).toConnectData(topic, bytes(in.get("value")));
             ConnectHeaders headers = new ConnectHeaders();
             for (JsonNode header : in.get("headers")) headers.addString(header.get(0).asText(), header.get(1).asText());
             Long timestamp = in.get("timestamp").isNull() ? null : in.get("timestamp").asLong();

@@ -3,6 +3,7 @@ the same cases, each record's result in one shape."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import struct
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors.kafka_connect.converters import JsonConverter
+from connectors.kafka_connect.registry import avro_data
 from connectors.kafka_connect.data import Schema
 from connectors.transforms.chain import load_chain
 from connectors.transforms.record import ConnectRecord, Header
@@ -33,6 +35,12 @@ def _written(schema: Schema | None, value: Any) -> Any:
     return None if value is None and schema is None else json.loads(data)
 
 
+def _avro(value: dict) -> tuple[Schema, Any]:
+    """The datum as our registry converter reads its Avro (avro_data: fastavro, then Connect's form)."""
+    schema = avro_data.parse(value["schema"])
+    return schema.connect, avro_data.decode(schema, memoryview(base64.b64decode(value["data"])))
+
+
 def our_results(case: dict) -> list[dict]:
     try:
         chain = load_chain(case["config"]).running()
@@ -42,7 +50,8 @@ def our_results(case: dict) -> list[dict]:
     for raw in case["records"]:
         try:
             key_schema, key = JsonConverter(raw["key_schemas"]).to_connect(_bytes(raw["key"]))
-            value_schema, value = JsonConverter(raw["value_schemas"]).to_connect(_bytes(raw["value"]))
+            value_schema, value = (_avro(raw["value_avro"]) if "value_avro" in raw
+                                   else JsonConverter(raw["value_schemas"]).to_connect(_bytes(raw["value"])))
             record = ConnectRecord(raw["topic"], raw["partition"], key_schema, key, value_schema, value,
                                    raw["timestamp"], tuple(Header(k, Schema("STRING"), v) for k, v in raw["headers"]),
                                    raw["offset"])

@@ -31,7 +31,8 @@ def test_avro_types_map_to_connect_as_confluents_avro_data_does():
     connect = schema.connect
     kinds = {f.name: (f.schema.type, f.schema.name, f.schema.optional) for f in connect.fields}
     assert connect.name == "shop.Order" and schema.record_name == "shop.Order"
-    assert kinds["id"] == ("INT16", None, False) and kinds["status"] == ("STRING", None, False)
+    assert kinds["id"] == ("INT16", None, False) and kinds["status"] == ("STRING", "shop.Status", False)
+    assert connect.field("status").schema.parameter(avro_data.ENUM) == "shop.Status"
     assert kinds["digest"][0] == "BYTES" and kinds["price"] == ("BYTES", DECIMAL, False)
     assert kinds["counts"][0] == "MAP" and kinds["either"] == ("STRUCT", avro_data.UNION, True)
     line = connect.field("lines").schema.value_schema

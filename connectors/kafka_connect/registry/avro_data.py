@@ -1,8 +1,9 @@
 """Avro schemas and values <-> Connect's data model, as Confluent's AvroData maps them.
 
 Records are STRUCTs named by their full name, ["null", X] unions optional X, other unions a STRUCT named
-io.confluent.connect.avro.Union with one optional field per branch, enums STRING, fixed BYTES, maps with
-STRING keys MAP, the logical types decimal/date/time-millis/timestamp-millis Connect's own logical types.
+io.confluent.connect.avro.Union with one optional field per branch, enums STRING (named, the symbols as
+parameters), fixed BYTES, maps with STRING keys MAP, the logical types decimal/date/time-millis/timestamp-millis
+Connect's own logical types (version 1).
 fastavro does the byte-level reading and writing (its C reader is faster than anything written here).
 """
 
@@ -23,6 +24,7 @@ from connectors.kafka_connect.data import (
 )
 
 UNION = "io.confluent.connect.avro.Union"
+ENUM = "io.confluent.connect.avro.Enum"
 CONNECT_NAMESPACE = "io.confluent.connect.avro"
 _PRIMITIVES = {"boolean": "BOOLEAN", "int": "INT32", "long": "INT64", "float": "FLOAT32", "double": "FLOAT64",
                "bytes": "BYTES", "string": "STRING"}
@@ -90,14 +92,17 @@ def to_connect_schema(avro: Any, named: dict[str, Schema], namespace: str | None
         return Schema("STRUCT", optional or nullable, UNION, fields=fields)
     kind = avro.get("type")
     logical = avro.get("logicalType")
+    # Connect's logical schemas are version 1; a decimal keeps its precision as a parameter, as AvroData does.
     if logical == "decimal" and kind in ("bytes", "fixed"):
-        return decimal_schema(int(avro.get("scale", 0)), optional)
+        decimal = decimal_schema(int(avro.get("scale", 0)), optional)
+        precision = (("connect.decimal.precision", str(avro["precision"])),) if "precision" in avro else ()
+        return replace(decimal, version=1, parameters=decimal.parameters + precision)
     if logical == "date" and kind == "int":
-        return Schema("INT32", optional, DATE)
+        return Schema("INT32", optional, DATE, version=1)
     if logical == "time-millis" and kind == "int":
-        return Schema("INT32", optional, TIME)
+        return Schema("INT32", optional, TIME, version=1)
     if logical == "timestamp-millis" and kind == "long":
-        return Schema("INT64", optional, TIMESTAMP)
+        return Schema("INT64", optional, TIMESTAMP, version=1)
     if kind in _PRIMITIVES:
         connect_type = _CONNECT_TYPE_HINTS.get(avro.get("connect.type"), _PRIMITIVES[kind])
         return Schema(connect_type, optional, avro.get("connect.name") if kind != "bytes" else None)
@@ -110,7 +115,10 @@ def to_connect_schema(avro: Any, named: dict[str, Schema], namespace: str | None
         named[full] = schema
         return schema
     if kind == "enum":
-        return _named(avro, named, namespace, Schema("STRING", optional))
+        # A STRING named for the enum, its symbols as parameters (AvroData's form, which a writer reads back).
+        full = _full_name(avro["name"], avro.get("namespace", namespace))
+        symbols = tuple((f"{ENUM}.{symbol}", symbol) for symbol in avro["symbols"])
+        return _named(avro, named, namespace, Schema("STRING", optional, full, parameters=((ENUM, full), *symbols)))
     if kind == "fixed":
         return _named(avro, named, namespace, Schema("BYTES", optional))
     if kind == "array":
