@@ -51,9 +51,8 @@ class ConnectorConfig(BaseModel):
         if not chain_keys:
             return keys
         if TRANSFORMS not in cls.model_fields:
-            raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms yet (the Pub/Sub "
-                             "and Pub/Sub Lite sinks and sources do, and the Kafka, Kinesis and Pulsar sinks run "
-                             "Filter, InsertHeader, DropHeaders, RegexRouter and TimestampRouter)")
+            raise ValueError("key 'transforms': this connector does not run Kafka Connect transforms (a plugin's "
+                             "config takes them with TransformKeys; see Plugins)")
         others = {k: v for k, v in keys.items() if k not in chain_keys}
         chain = load_chain(chain_keys)
         return {**others, TRANSFORMS: chain} if chain else others

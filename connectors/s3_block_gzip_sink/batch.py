@@ -17,7 +17,7 @@ from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.store import Cursor, read_cursor, s3_client, s3_outages_named, write_cursor
 from connectors.s3_block_gzip_sink.write import SUMMARY_SCHEMA, archive_arrow_batches
 
-COUNTERS = ("records", "files", "bytes_uncompressed", "bytes_written", "skipped")
+COUNTERS = ("records", "files", "bytes_uncompressed", "bytes_written", "skipped", "filtered")
 
 
 @dataclass

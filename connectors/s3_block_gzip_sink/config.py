@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from connectors.config.common import HIGH_IMPORTANCE, ConnectorConfig, ConverterKeys, ErrorHandlingKeys, KafkaTopicsKeys
+from connectors.config.common import (
+    HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ConverterKeys, ErrorHandlingKeys, KafkaTopicsKeys,
+)
 
 
-class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys):
+class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, ColumnarTransformKeys):
     s3_bucket: str = Field(
         alias="s3.bucket", json_schema_extra=HIGH_IMPORTANCE, min_length=3,
         description="the bucket the archive is written to")
@@ -41,10 +43,21 @@ class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
             raise ValueError("must be -1 (the bridge's commit interval) or at least 100 ms")
         return value
 
+    @model_validator(mode="after")
+    def _no_router(self):
+        router = next((stage for stage in (self.transforms.stages if self.transforms else ())
+                       if stage.transform.renames_topics), None)
+        if router is not None:
+            raise ValueError(f"transform '{router.alias}' ({router.class_name}) renames topics, which the archive does "
+                             "not support: its files, indexes and cursors are those of each Kafka topic partition "
+                             "(name the folder with s3.prefix)")
+        return self
+
     def key_prefix(self) -> str:
         return self.s3_prefix.strip("/")
 
     @property
     def reads_kafka_headers(self) -> bool:
-        # The archive keeps values and timestamps; only a dead letter (the whole record) needs the headers.
-        return bool(self.errors_deadletterqueue_topic_name)
+        # The archive keeps values and timestamps; only a dead letter (the whole record) and the transforms' predicates
+        # need the headers.
+        return bool(self.errors_deadletterqueue_topic_name) or bool(self.transforms)

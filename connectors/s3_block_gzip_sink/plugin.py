@@ -28,8 +28,8 @@ def _run_batch(systems: Systems, bridge: Bridge, position) -> BatchReport:
 
 
 def _archived(totals: dict[str, int]) -> int:
-    """The records written to files: those read, less those skipped (errors.tolerance=all)."""
-    return totals["records"] - totals["skipped"]
+    """The records written to files: those read, less those skipped (errors.tolerance=all) and filtered."""
+    return totals["records"] - totals["skipped"] - totals["filtered"]
 
 
 def _report(result: ArchiveBatchResult) -> BatchReport:
@@ -40,6 +40,7 @@ def _report(result: ArchiveBatchResult) -> BatchReport:
         "records_read": t["records"],
         "records_archived": archived,
         "records_skipped": t["skipped"],
+        "records_filtered": t["filtered"],
         "files_written": t["files"],
         "bytes_uncompressed": t["bytes_uncompressed"],
         "bytes_written": t["bytes_written"],
@@ -52,14 +53,17 @@ def _report(result: ArchiveBatchResult) -> BatchReport:
     if t["skipped"]:
         warnings = (f"{t['skipped']} records could not become lines and were skipped (errors.tolerance=all; "
                     "dead-lettered if a dead-letter topic is set)",)
-    line = f"{archived} records archived in {t['files']} files in {result.duration_s:.1f}s"
+    filtered = f" ({t['filtered']} filtered by the transforms)" if t["filtered"] else ""
+    line = f"{archived} records archived in {t['files']} files in {result.duration_s:.1f}s{filtered}"
     return BatchReport(archived, result.plan.next_offsets, values,
-                       ("records_read", "records_archived", "records_skipped", "files_written", "bytes_uncompressed", "bytes_written"),
+                       ("records_read", "records_archived", "records_skipped", "records_filtered", "files_written",
+                        "bytes_uncompressed", "bytes_written"),
                        line, warnings, result.duration_s)
 
 
 def _stream_line(totals: dict[str, int], behind: int) -> str:
-    return f"{_archived(totals)} records archived in {totals['files']} files; {behind} behind"
+    filtered = f" ({totals['filtered']} filtered by the transforms)" if totals["filtered"] else ""
+    return f"{_archived(totals)} records archived in {totals['files']} files{filtered}; {behind} behind"
 
 
 def _open_stream(systems: Systems, bridge: Bridge, position):

@@ -23,12 +23,14 @@ from connectors.s3_block_gzip_sink.config import S3BlockGzipSinkConfig
 from connectors.s3_block_gzip_sink.layout import data_key, index_document, index_key
 from connectors.s3_block_gzip_sink.lines import LineError, record_line
 from connectors.s3_block_gzip_sink.store import Cursor, s3_client, s3_outages_named, write_cursor
+from connectors.transforms.columnar import ColumnarChain
 
 log = logging.getLogger(__name__)
 
-# skipped: records whose value could not become a line, skipped (or dead-lettered) under errors.tolerance=all.
+# skipped: records whose value could not become a line, skipped (or dead-lettered) under errors.tolerance=all;
+# filtered: records a Filter transform dropped.
 SUMMARY_SCHEMA = ("topic string, partition int, records long, files long, bytes_uncompressed long, "
-                  "bytes_written long, skipped long, last_index string")
+                  "bytes_written long, skipped long, filtered long, last_index string")
 
 
 class _OpenFile:
@@ -46,6 +48,9 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, k
     s3 = s3_client(cfg, outage_timeout_s)
     dead_letters: DeadLetterQueue | None = None  # opened on the first dead letter only
     converter = cfg.value_converter_instance()
+    # Filter, InsertHeader and DropHeaders with any predicate (the config refuses routers); the archive keeps values
+    # and timestamps, so only a Filter changes what it writes.
+    chain = ColumnarChain.of(cfg.transforms) if cfg.transforms else None
     stats: dict[tuple[str, int], dict[str, int]] = {}
     current: dict[tuple[str, int], _OpenFile] = {}
     last_read: dict[tuple[str, int], int] = {}  # a partition's last offset read, written or skipped
@@ -77,13 +82,17 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, k
                                                                           else [])
     try:
         for batch in batches:
+            dropped = chain.apply(batch).dropped if chain is not None else None
             cols = batch.select(wanted).to_pydict()
             for i in range(batch.num_rows):
                 tp = (cols["topic"][i], cols["partition"][i])
-                offset = last_read[tp] = cols["offset"][i]
+                offset = last_read[tp] = cols["offset"][i]  # the cursor passes a filtered record too
                 s = stats.setdefault(tp, {"records": 0, "files": 0, "bytes_uncompressed": 0, "bytes_written": 0,
-                                          "skipped": 0, "last_index": None})
+                                          "skipped": 0, "filtered": 0, "last_index": None})
                 s["records"] += 1
+                if dropped is not None and dropped[i]:
+                    s["filtered"] += 1
+                    continue
                 try:
                     line = record_line(converter, cols["value"][i])
                 except LineError as exc:

@@ -162,3 +162,28 @@ def test_latest_starts_at_the_end_once_then_goes_on_from_the_recorded_offsets(st
         assert materialize_bridge(defs, name, instance)["records_archived"].value == 3
     assert [line.decode() for _, line in read_from_offset(_s3(), bucket, "arch", topic, 0, 0)] == \
         ["after-0", "after-1", "after-2"]
+
+
+def test_a_filter_keeps_records_out_of_the_archive_and_the_cursor_passes_them(stack, spark, tmp_path, unique):
+    topic, name, bucket = f"filt-{unique}", f"filt_{unique}", f"filt-{unique}"
+    kafka_admin().create_topic(topic, partitions=1)
+    _s3().create_bucket(Bucket=bucket)
+    producer = Producer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "log_level": 3})
+    for i in range(6):  # offsets 1 and 4 carry the header the Filter drops on; offset 3 is a tombstone
+        producer.produce(topic, value=None if i == 3 else f"v{i}", partition=0, timestamp=DAY_MS,
+                         headers=[("internal", b"1")] if i in (1, 4) else None)
+    assert producer.flush(30) == 0
+    defs = build_definitions(_bridges(tmp_path, name, topic, bucket, {
+        "transforms": "dropInternal,mark", "transforms.dropInternal.type": "Filter",
+        "transforms.dropInternal.predicate": "isInternal",
+        "transforms.mark.type": "InsertHeader", "transforms.mark.header": "via", "transforms.mark.value.literal": "x",
+        "predicates": "isInternal", "predicates.isInternal.type": "HasHeaderKey", "predicates.isInternal.name": "internal"}))
+
+    metadata = materialize_bridge(defs, name)
+    assert (metadata["records_read"].value, metadata["records_archived"].value, metadata["records_filtered"].value) \
+        == (6, 4, 2)
+    s3 = _s3()
+    assert list(read_from_offset(s3, bucket, "arch", topic, 0, 0)) == [(0, b"v0"), (2, b"v2"), (3, b""), (5, b"v5")]
+    cursor = json.loads(s3.get_object(Bucket=bucket, Key=f"arch/cursors/{topic}-00000.json")["Body"].read())
+    assert cursor["next_offset"] == 6
+    assert materialize_bridge(defs, name)["records_read"].value == 0  # nothing read again

@@ -67,7 +67,7 @@ def test_a_stream_commit_carries_the_counts_its_sink_names():
     from connectors.s3_block_gzip_sink.batch import COUNTERS
 
     commit = DeliveredCommit("abc123", {"records": 7, "files": 2, "bytes_uncompressed": 90, "bytes_written": 40,
-                                        "skipped": 1})
+                                        "skipped": 1, "filtered": 3})
     assert DeliveredCommit.from_metadata(commit.to_metadata(COUNTERS), COUNTERS) == commit
 
 

@@ -8,10 +8,12 @@ import json
 import textwrap
 
 import pytest
+from pydantic import ValidationError
 
 from connectors.bridges_file import BridgeConfigError, load_bridges
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter
+from connectors.config.common import ConnectorConfig
 from connectors.kafka.record import KafkaRecord
 from connectors.transforms.chain import TransformFailed, load_chain
 
@@ -93,15 +95,12 @@ def test_a_bad_chain_is_one_line_naming_what_is_wrong(keys, problem):
     assert len(str(refused.value).splitlines()) == 1
 
 
-def test_a_connector_that_does_not_run_transforms_refuses_them_in_one_line(tmp_path):
-    (tmp_path / "bridges.yaml").write_text(textwrap.dedent("""\
-        bridges:
-          - name: archive
-            connector: S3BlockGzipSinkConnector
-            config: {topics: a, s3.bucket: b, transforms: f, transforms.f.type: Filter}
-        """))
-    with pytest.raises(BridgeConfigError, match="bridge 'archive': key 'transforms': this connector does not run"):
-        load_bridges(tmp_path / "bridges.yaml")
+def test_a_connector_that_does_not_run_transforms_refuses_them_in_one_line():
+    class NoTransforms(ConnectorConfig):  # a plugin's config without TransformKeys
+        topics: str
+
+    with pytest.raises(ValidationError, match="key 'transforms': this connector does not run Kafka Connect transforms"):
+        NoTransforms.model_validate({"topics": "a", "transforms": "f", "transforms.f.type": "Filter"})
 
 
 def _converter(**keys) -> CloudPubSubSinkConverter:
