@@ -131,7 +131,9 @@ def rounds_arguments(description: str, records: int = 1_000_000) -> argparse.Arg
 
 
 def _rate_line(row: dict) -> str:
-    return f"{row['records'] / row['seconds']:,.0f} records/s, {row['cpu_per_100k']:.2f} CPU s per 100k"
+    """A row's rate, and its CPU where it measured it (a whole command's row times the command only)."""
+    cpu = f", {row['cpu_per_100k']:.2f} CPU s per 100k" if "cpu_per_100k" in row else ""
+    return f"{row['records'] / row['seconds']:,.0f} records/s over {row['seconds']:.1f} s{cpu}"
 
 
 def alternating_rounds(rounds: int, sides: dict[str, Callable[[int], dict]], say: Callable[[str], object],

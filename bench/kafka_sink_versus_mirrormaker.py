@@ -10,6 +10,10 @@ On one fresh stack (its two Kafka clusters, no emulator anywhere), each round co
   with LogAppendTime; the row is first to last arrival there, the JVM's CPU over the same span.
 - ours: the Kafka sink (KafkaSinkConnector, at least once) in one micro-batch on the warm Spark Connect engine, after
   an untimed batch; its row is the batch (plan to last delivery), its CPU the run process's and the engine's.
+- the whole command, as a user runs each: `dagster asset materialize` of a batch bridge of the Kafka sink on the
+  warm engine (after an untimed one), from the command's start to its exit (its process, the code location's load
+  and the Spark session included) and to the last arrival; MirrorMaker 2 from adding the row's connector to the
+  warm worker to the last arrival.
 Prints medians with min-max, the ratio of medians and the brokers' own limit beside them, and writes
 bench/kafka_sink_versus_mirrormaker.json (`_<size>b` before `.json` at another size than 1 KiB).
 """
@@ -19,16 +23,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 from rich.markdown import Markdown
 
 from bench import limits
 from bench.common import (
-    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap, write_results,
-    warm_engine,
+    BENCH_STACK_HOME, alternating_rounds, attached_stack, bench_stack, median_spread, rounds_arguments, rounds_summary,
+    spreads_overlap, warm_engine, write_results,
 )
 from bench.comparisons import write_table
 from bench.data import kafka_topic, unique_name
@@ -37,6 +45,7 @@ from bench.process_memory import TreeCpu
 from local_stack import fetch
 
 HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = HERE.parent
 PARTITIONS = 4
 
 
@@ -78,6 +87,7 @@ def mirror_row(topic: str, warm_up: str, records: int, round_no: int, timeout_s:
                                                  str(fetch.kafka_mirror_jars() / "*"))
     try:
         wait_for_arrivals(target, worker, log, f"{warm_alias}.{warm_up}", records, deadline)
+        added = time.time()
         add_connector(port, worker_home.connector_config(unique_name("mm2-row"), mirror_config(row_alias, topic)))
         copied = f"{row_alias}.{topic}"
         first_cpu, done_cpu, peak = wait_for_arrivals(target, worker, log, copied, records, deadline)
@@ -86,7 +96,43 @@ def mirror_row(topic: str, warm_up: str, records: int, round_no: int, timeout_s:
     first, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
     cpu = done_cpu - first_cpu
     return {"records": records, "seconds": round(last - first, 3), "cpu_s": round(cpu, 2),
-            "cpu_per_100k": round(cpu * 100_000 / records, 2), "peak_mb": round(peak / 1e6)}
+            "cpu_per_100k": round(cpu * 100_000 / records, 2), "peak_mb": round(peak / 1e6),
+            "command_seconds": round(last - added, 3)}
+
+
+def our_command_row(topic: str, records: int, label: str) -> dict:
+    """`dagster asset materialize` of a batch bridge of the Kafka sink copying `topic` to `<label>.<topic>` from the
+    earliest offsets, on the warm engine, with a Dagster instance of its own."""
+    target_bootstrap = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
+    copied, name = f"{label}.{topic}", f"bench_{label.replace('-', '_')}"
+    _admin(target_bootstrap).create_topic(copied, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    home = BENCH_STACK_HOME / f"command-{label}"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    bridges = home / "bridges.yaml"
+    bridges.write_text(yaml.safe_dump({"bridges": [{
+        "name": name, "connector": "KafkaSinkConnector", "mode": "batch",
+        "config": {"topics": topic, "target.bootstrap.servers": target_bootstrap,
+                   "topic.rename.format": f"{label}.${{topic}}"},
+        "batch": {"max_records": records, "initial_offsets": "earliest"}}]}))
+    env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(home),
+           "BRIDGE_SPARK_REMOTE": attached_engine()}
+    dagster = str(Path(sys.executable).parent / "dagster")
+    started = time.time()
+    result = subprocess.run([dagster, "asset", "materialize", "-m", "bridge_assets", "--select", name], env=env,
+                            cwd=PROJECT_ROOT, capture_output=True, text=True)
+    ended = time.time()
+    if result.returncode != 0:
+        (home / "materialize.log").write_text(result.stdout + result.stderr)
+        errors = [line for line in result.stderr.splitlines() if "Error" in line or "Failure" in line]
+        raise RuntimeError(f"dagster asset materialize failed ({home / 'materialize.log'}): {errors[-1:]}")
+    _, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
+    return {"records": records, "seconds": round(ended - started, 3), "to_last_arrival": round(last - started, 3)}
+
+
+def attached_engine() -> str:
+    """The bench stack's warm Spark Connect engine, for a run process."""
+    return attached_stack().env()["BRIDGE_SPARK_REMOTE"]
 
 
 def our_row(spark, server_pid: int, topic: str, records: int, label: str) -> dict:
@@ -133,7 +179,27 @@ def render(results: dict) -> str:
               "the lower of the brokers' limits (target at least 0.8x)."]
     if spreads_overlap(ours, mm2):
         lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
+    if "ours_command" in results:
+        lines += ["", *_command_lines(results)]
     return "\n".join(lines) + "\n"
+
+
+def _command_lines(results: dict) -> list[str]:
+    """The whole command's wall clock: ours `dagster asset materialize` to its exit and to the last arrival,
+    MirrorMaker 2 from adding its connector to a warm worker to the last arrival."""
+    ours = [r["seconds"] for r in results["ours_command"]]
+    ours_arrival = [r["to_last_arrival"] for r in results["ours_command"]]
+    mm2 = [r["command_seconds"] for r in results["mirrormaker"]]
+    ratio = statistics.median(mm2) / statistics.median(ours)
+    lines = ["The whole command, wall clock in seconds (medians, min-max):", "",
+             "| | to the last arrival | to the command's exit |", "| --- | --- | --- |",
+             f"| ours: `dagster asset materialize` of a batch bridge | {median_spread(ours_arrival, '{:.1f}')} | "
+             f"{median_spread(ours, '{:.1f}')} |",
+             f"| MirrorMaker 2: its connector added to a warm worker | {median_spread(mm2, '{:.1f}')} | |",
+             "", f"MirrorMaker 2's time ÷ ours to the command's exit: **{ratio:.2f}x** (target 2x)."]
+    if min(mm2) <= max(ours) and min(ours) <= max(mm2):
+        lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
+    return lines
 
 
 def main() -> None:
@@ -153,9 +219,12 @@ def main() -> None:
         spark, _ = warm_engine("connect", stack.env()["BRIDGE_SPARK_REMOTE"])
         server = {s.name: s.pid for s in stack.status()}["spark"]
         our_row(spark, server, warm_up, args.records, "warm-up")  # untimed: imports, producers on the workers
+        our_command_row(warm_up, args.records, "command-warm-up")  # untimed: the command's files in the OS's cache
         results |= alternating_rounds(args.rounds, {
             "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no),
-            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}")}, console.print)
+            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}"),
+            "ours_command": lambda round_no: our_command_row(topic, args.records, f"command{round_no}")},
+            console.print)
     sized = "" if args.size == 1024 else f"_{args.size}b"
     path = HERE / f"kafka_sink_versus_mirrormaker{sized}.json"
     write_results(path, results)

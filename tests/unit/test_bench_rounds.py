@@ -16,7 +16,7 @@ def test_the_order_turns_around_every_other_round_and_each_side_keeps_its_rows()
     rows = alternating_rounds(3, {"reference": side("reference", 10_000), "ours": side("ours", 20_000)}, said.append)
     assert ran == [("reference", 0), ("ours", 0), ("ours", 1), ("reference", 1), ("reference", 2), ("ours", 2)]
     assert [len(rows["reference"]), len(rows["ours"])] == [3, 3]
-    assert said[:2] == ["round 1: reference ...", "  10,000 records/s, 1.00 CPU s per 100k"]
+    assert said[:2] == ["round 1: reference ...", "  10,000 records/s over 10.0 s, 1.00 CPU s per 100k"]
     assert not spreads_overlap(rounds_summary(rows["ours"]), rounds_summary(rows["reference"]))
 
 
