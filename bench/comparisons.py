@@ -46,6 +46,9 @@ COMPARISONS = (
                "mirrormaker", "MirrorMaker 2 (connect-mirror 4.1.1), warm", 3.0, 0.4),
     Comparison("Kafka sink (Kafka -> Kafka), one micro-batch, 100 B", "kafka_sink_versus_mirrormaker_100b.json",
                "ours", "mirrormaker", "MirrorMaker 2 (connect-mirror 4.1.1), warm", 3.0, 0.4),
+    Comparison("Kafka sink (Kafka -> Kafka), one micro-batch, 1 KiB, both exactly once",
+               "kafka_sink_versus_mirrormaker_exactly_once.json", "ours", "mirrormaker",
+               "MirrorMaker 2 (connect-mirror 4.1.1), warm, exactly once (KIP-618)", 3.0, 0.4),
 )
 
 HEADER = ("| bridge | reference | ours, records/s | reference, records/s | × reference | CPU s per 100k: ours / "

@@ -57,33 +57,61 @@ class JavaReference:
                      ) -> tuple[subprocess.Popen, Path, int]:
         """A standalone worker running `connector` (on `classpath`, default Kafka Connect 4's): the process, its log
         and its REST port."""
+        work = self._work(name)
+        port = _free_port()
+        _properties(work / "worker.properties", {
+            **self._worker_keys(port), "offset.storage.file.filename": str(work / "offsets")})
+        _properties(work / "connector.properties", self.connector_config(name, connector))
+        return self._launch(work, "org.apache.kafka.connect.cli.ConnectStandalone",
+                            [work / "worker.properties", work / "connector.properties"], classpath), work / "worker.log", port
+
+    def start_distributed_worker(self, name: str, classpath: str | None = None, exactly_once: bool = False,
+                                 timeout_s: float = 120) -> tuple[subprocess.Popen, Path, int]:
+        """A one-worker distributed Connect cluster (its config, offsets and status topics on this reference's Kafka)
+        with no connector yet, once its REST API answers; `exactly_once`: KIP-618's exactly.once.source.support
+        (standalone workers have none)."""
+        work = self._work(name)
+        port = _free_port()
+        _properties(work / "worker.properties", {
+            **self._worker_keys(port), "group.id": name, "config.storage.topic": f"{name}-configs",
+            "offset.storage.topic": f"{name}-offsets", "status.storage.topic": f"{name}-status",
+            "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            **({"exactly.once.source.support": "enabled"} if exactly_once else {})})
+        worker = self._launch(work, "org.apache.kafka.connect.cli.ConnectDistributed", [work / "worker.properties"],
+                              classpath)
+        deadline = time.monotonic() + timeout_s
+        while not _rest_answers(port):
+            check_worker(worker, work / "worker.log", deadline)
+            time.sleep(0.5)
+        return worker, work / "worker.log", port
+
+    def _work(self, name: str) -> Path:
         work = self.folder / name
         work.mkdir(parents=True)
         (work / "log4j2.properties").write_text(LOG4J2)
-        port = _free_port()
-        _properties(work / "worker.properties", {
-            "bootstrap.servers": self.kafka, "plugin.path": str(self.plugin),
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-            "offset.storage.file.filename": str(work / "offsets"), "offset.flush.interval.ms": "1000",
-            "listeners": f"http://127.0.0.1:{port}",
-        })
-        _properties(work / "connector.properties", self.connector_config(name, connector))
-        log = work / "worker.log"
+        return work
+
+    def _worker_keys(self, port: int) -> dict[str, str]:
+        return {"bootstrap.servers": self.kafka, "plugin.path": str(self.plugin),
+                "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+                "offset.flush.interval.ms": "1000", "listeners": f"http://127.0.0.1:{port}"}
+
+    def _launch(self, work: Path, main_class: str, arguments: list[Path], classpath: str | None) -> subprocess.Popen:
         command = [
             fetch.require_tool("java", "OpenJDK 17"), "-Xms256m", "-Xmx2g",  # connect-standalone.sh's heap
             f"-Djdk.net.hosts.file={self.credentials / 'hosts'}",
             f"-Djavax.net.ssl.trustStore={self.credentials / 'trust.p12'}",
             f"-Djavax.net.ssl.trustStorePassword={TRUST_STORE_PASSWORD}", "-Djavax.net.ssl.trustStoreType=PKCS12",
             f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}", "-cp", classpath or self.classpath,
-            "org.apache.kafka.connect.cli.ConnectStandalone", str(work / "worker.properties"),
-            str(work / "connector.properties"),
+            main_class, *map(str, arguments),
         ]
-        with open(log, "w") as out:
+        with open(work / "worker.log", "w") as out:
             # The Lite source (1.3.3) does not hand gcp.credentials.file.path to its Lite client, which then looks
             # for Application Default Credentials: the same key file, as the environment names it.
             env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(self.credentials / "service-account.json")}
-            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env), log, port
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
 
     def sink(self, admin, topic: str, destination: str, records: int, tasks_max: int,
              warm_up_topic: str | None = None, timeout_s: float = 300, lite: bool = False,
@@ -186,10 +214,12 @@ def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, r
 
 
 def wait_for_arrivals(admin, worker: subprocess.Popen, log: Path, topic: str, records: int,
-                      deadline: float) -> tuple[float, float, int]:
+                      deadline: float, transactional: bool = False) -> tuple[float, float, int]:
     """Wait until `records` are in `topic` (on `admin`'s cluster), written by the worker: its CPU seconds when the
-    first arrived and when the last did, and its peak resident bytes until then."""
-    first_cpu, peak = None, 0
+    first arrived and when the last did, and its peak resident bytes until then. `transactional`: the topic's offsets
+    count commit markers too, so the copy is done once they also stop moving for a second (that second's CPU, the
+    worker idle, is counted)."""
+    first_cpu, peak, settled = None, 0, None
     with TreeCpu(worker.pid) as cpu:
         while True:
             peak = max(peak, worker_rss(worker))
@@ -198,8 +228,13 @@ def wait_for_arrivals(admin, worker: subprocess.Popen, log: Path, topic: str, re
             written = sum(admin.end_offsets(admin.partitions([topic])).get(topic, {}).values())
             if written and first_cpu is None:
                 first_cpu = cpu.seconds()
-            if written >= records:
+            if written >= records and not transactional:
                 return first_cpu, cpu.seconds(), peak
+            if written >= records:
+                if settled is None or settled[0] != written:
+                    settled = (written, time.monotonic())
+                elif time.monotonic() - settled[1] >= 1.0:
+                    return first_cpu, cpu.seconds(), peak
             check_worker(worker, log, deadline)
             time.sleep(0.1)
 
@@ -233,8 +268,19 @@ def worker_rss(worker: subprocess.Popen) -> int:
     return sum(tree_rss_by_kind(worker.pid).values())
 
 
+def _rest_answers(port: int) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def add_connector(port: int, config: dict[str, str]) -> None:
-    """A connector added to a running standalone worker through its REST API."""
+    """A connector added to a running worker through its REST API."""
     import json
     import urllib.request
 

@@ -1,6 +1,6 @@
 """The Kafka -> Kafka bridge beside MirrorMaker 2, in rounds (about 8 minutes on 2 cores):
 
-    python -m bench.kafka_sink_versus_mirrormaker [--records 1000000] [--size 1024] [--rounds 3]
+    python -m bench.kafka_sink_versus_mirrormaker [--records 1000000] [--size 1024] [--rounds 3] [--exactly-once]
 
 On one fresh stack (its two Kafka clusters, no emulator anywhere), each round copies the same source topic of
 `--records` records (4 partitions) to the target cluster twice, one after the other, the order alternating:
@@ -14,8 +14,12 @@ On one fresh stack (its two Kafka clusters, no emulator anywhere), each round co
   warm engine (after an untimed one), from the command's start to its exit (its process, the code location's load
   and the Spark session included) and to the last arrival; MirrorMaker 2 from adding the row's connector to the
   warm worker to the last arrival.
+With --exactly-once both sides copy exactly once: MirrorMaker 2 on a one-worker distributed cluster with KIP-618's
+exactly.once.source.support (a standalone worker has none) and `exactly.once.support=required`, its source consumer
+reading committed records; ours with `exactly.once.support=required`.
 Prints medians with min-max, the ratio of medians and the brokers' own limit beside them, and writes
-bench/kafka_sink_versus_mirrormaker.json (`_<size>b` before `.json` at another size than 1 KiB).
+bench/kafka_sink_versus_mirrormaker.json (`_<size>b` before `.json` at another size than 1 KiB, `_exactly_once`
+with --exactly-once).
 """
 
 from __future__ import annotations
@@ -56,10 +60,12 @@ def _admin(bootstrap: str):
     return KafkaAdmin(KafkaConnection(bootstrap))
 
 
-def mirror_config(alias: str, topic: str) -> dict[str, str]:
+def mirror_config(alias: str, topic: str, exactly_once: bool = False) -> dict[str, str]:
     """A MirrorSourceConnector copying `topic` from the stack's Kafka (named `alias`) to `<alias>.<topic>` on the
-    target cluster, the worker's own."""
-    return {"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector", "tasks.max": "2",
+    target cluster, the worker's own; `exactly_once`: KIP-618's, which MirrorSourceConnector supports when its
+    source consumer reads committed records only."""
+    eos = {"exactly.once.support": "required", "source.consumer.isolation.level": "read_committed"}
+    return {**(eos if exactly_once else {}), "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector", "tasks.max": "2",
             "source.cluster.alias": alias, "target.cluster.alias": "target", "topics": topic,
             "source.cluster.bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
             "target.cluster.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
@@ -70,8 +76,10 @@ def mirror_config(alias: str, topic: str) -> dict[str, str]:
             "refresh.topics.interval.seconds": "1"}
 
 
-def mirror_row(topic: str, warm_up: str, records: int, round_no: int, timeout_s: float = 600) -> dict:
-    """MirrorMaker 2 on a warm worker: the warm-up connector copies `warm_up`, then the row's connector `topic`."""
+def mirror_row(topic: str, warm_up: str, records: int, round_no: int, exactly_once: bool = False,
+               timeout_s: float = 600) -> dict:
+    """MirrorMaker 2 on a warm worker: the warm-up connector copies `warm_up`, then the row's connector `topic`. At
+    least once on a standalone worker; `exactly_once` on a one-worker distributed cluster (KIP-618 needs one)."""
     target_bootstrap = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
     target = _admin(target_bootstrap)
     row_alias, warm_alias = f"row{round_no}", f"warm{round_no}"
@@ -83,14 +91,21 @@ def mirror_row(topic: str, warm_up: str, records: int, round_no: int, timeout_s:
     (folder / "hosts").write_text("127.0.0.1 localhost\n")  # the worker's JVM resolves names from this file only
     worker_home = JavaReference(folder, folder, target_bootstrap)
     deadline = time.monotonic() + timeout_s
-    worker, log, port = worker_home.start_worker(unique_name("mm2-warm-up"), mirror_config(warm_alias, warm_up),
-                                                 str(fetch.kafka_mirror_jars() / "*"))
+    classpath = str(fetch.kafka_mirror_jars() / "*")
+    warm_name, warm_config = unique_name("mm2-warm-up"), mirror_config(warm_alias, warm_up, exactly_once)
+    if exactly_once:
+        worker, log, port = worker_home.start_distributed_worker(unique_name("mm2-cluster"), classpath, True)
+    else:
+        worker, log, port = worker_home.start_worker(warm_name, warm_config, classpath)
     try:
-        wait_for_arrivals(target, worker, log, f"{warm_alias}.{warm_up}", records, deadline)
+        if exactly_once:
+            add_connector(port, worker_home.connector_config(warm_name, warm_config))
+        wait_for_arrivals(target, worker, log, f"{warm_alias}.{warm_up}", records, deadline, exactly_once)
         added = time.time()
-        add_connector(port, worker_home.connector_config(unique_name("mm2-row"), mirror_config(row_alias, topic)))
+        add_connector(port, worker_home.connector_config(unique_name("mm2-row"),
+                                                         mirror_config(row_alias, topic, exactly_once)))
         copied = f"{row_alias}.{topic}"
-        first_cpu, done_cpu, peak = wait_for_arrivals(target, worker, log, copied, records, deadline)
+        first_cpu, done_cpu, peak = wait_for_arrivals(target, worker, log, copied, records, deadline, exactly_once)
     finally:
         stop_worker(worker)
     first, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
@@ -135,8 +150,9 @@ def attached_engine() -> str:
     return attached_stack().env()["BRIDGE_SPARK_REMOTE"]
 
 
-def our_row(spark, server_pid: int, topic: str, records: int, label: str) -> dict:
-    """The Kafka sink copying `topic` to `<label>.<topic>` in one batch from the earliest offsets."""
+def our_row(spark, server_pid: int, topic: str, records: int, label: str, exactly_once: bool = False) -> dict:
+    """The Kafka sink copying `topic` to `<label>.<topic>` in one batch from the earliest offsets; `exactly_once`:
+    with exactly.once.support=required."""
     from connectors.bridge import BatchSettings
     from connectors.kafka_sink.config import KafkaSinkConfig
     from connectors.kafka_sink.plugin import run_replica_batch
@@ -144,7 +160,8 @@ def our_row(spark, server_pid: int, topic: str, records: int, label: str) -> dic
     admin = _admin(os.environ["KAFKA_BOOTSTRAP_SERVERS"])
     config = KafkaSinkConfig.model_validate({
         "topics": topic, "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"],
-        "topic.rename.format": f"{label}.${{topic}}"})
+        "topic.rename.format": f"{label}.${{topic}}",
+        **({"exactly.once.support": "required"} if exactly_once else {})})
     bridge = f"bench_{label}"
     with TreeCpu(os.getpid(), server_pid) as cpu:
         result = run_replica_batch(spark, bridge, config, admin, {},
@@ -165,7 +182,10 @@ def render(results: dict) -> str:
              f"{results['rounds']} rounds with the order alternating. MirrorMaker 2: MirrorSourceConnector "
              "(connect-mirror 4.1.1, tasks.max=2) on a warm worker, first to last arrival; ours: the Kafka sink, one "
              "micro-batch on the warm Spark Connect engine, plan to last delivery. Medians (min-max). CPU: the "
-             "worker's JVM; for ours the run process and the Spark Connect server.",
+             "worker's JVM; for ours the run process and the Spark Connect server."
+             + (" **Both exactly once**: MirrorMaker 2 on a one-worker distributed cluster with "
+                "exactly.once.source.support=enabled and exactly.once.support=required (its source consumer "
+                "read_committed), ours with exactly.once.support=required." if results.get("exactly_once") else ""),
              "",
              "| | records/s | CPU s per 100k |",
              "| --- | --- | --- |"]
@@ -203,10 +223,14 @@ def _command_lines(results: dict) -> list[str]:
 
 
 def main() -> None:
-    args = rounds_arguments(__doc__).parse_args()
+    parser = rounds_arguments(__doc__)
+    parser.add_argument("--exactly-once", action="store_true",
+                        help="both sides exactly once: MirrorMaker 2 on an exactly-once distributed worker, ours with "
+                             "exactly.once.support=required (no whole-command side)")
+    args = parser.parse_args()
     console = Console(stderr=True)
-    results = {"records": args.records,
-               "size": args.size, "rounds": args.rounds}
+    results = {"records": args.records, "size": args.size, "rounds": args.rounds, "exactly_once": args.exactly_once}
+    eos = args.exactly_once
     with bench_stack() as stack:
         console.print(f"filling two topics with {args.records:,} records of {args.size:,} B ...")
         topic, warm_up = (kafka_topic(unique_name(f"mirror-{kind}"), PARTITIONS, args.records, args.size)
@@ -218,18 +242,23 @@ def main() -> None:
         console.print(f"the brokers' limit: {results['brokers_limit']}")
         spark, _ = warm_engine("connect", stack.env()["BRIDGE_SPARK_REMOTE"])
         server = {s.name: s.pid for s in stack.status()}["spark"]
-        our_row(spark, server, warm_up, args.records, "warm-up")  # untimed: imports, producers on the workers
-        our_command_row(warm_up, args.records, "command-warm-up")  # untimed: the command's files in the OS's cache
-        results |= alternating_rounds(args.rounds, {
-            "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no),
-            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}"),
-            "ours_command": lambda round_no: our_command_row(topic, args.records, f"command{round_no}")},
-            console.print)
-    sized = "" if args.size == 1024 else f"_{args.size}b"
-    path = HERE / f"kafka_sink_versus_mirrormaker{sized}.json"
+        our_row(spark, server, warm_up, args.records, "warm-up", eos)  # untimed: imports, producers on the workers
+        sides = {
+            "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no, eos),
+            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}", eos)}
+        if not eos:
+            our_command_row(warm_up, args.records, "command-warm-up")  # untimed: the command's files in the OS's cache
+            sides["ours_command"] = lambda round_no: our_command_row(topic, args.records, f"command{round_no}")
+        results |= alternating_rounds(args.rounds, sides, console.print)
+    path = HERE / results_name(args.size, eos)
     write_results(path, results)
     write_table()  # the comparisons the docs show
     Console().print(Markdown(render(json.loads(path.read_text()))))
+
+
+def results_name(size: int, exactly_once: bool) -> str:
+    return ("kafka_sink_versus_mirrormaker" + ("" if size == 1024 else f"_{size}b")
+            + ("_exactly_once" if exactly_once else "") + ".json")
 
 
 if __name__ == "__main__":
