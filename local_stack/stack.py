@@ -11,6 +11,8 @@ reused by an unrelated process is never signalled.
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import json
 import os
 import random
@@ -24,7 +26,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from local_stack import fetch, spark_servers
 from local_stack.paths import default_dagster_home, default_stack_home, log4j2_config
@@ -149,6 +151,26 @@ class LocalStack:
     def ports(self) -> dict[str, int]:
         """Ports are chosen on the first `up` and kept (Kafka's metadata log remembers its controller's);
         a BRIDGE_<NAME>_PORT override always wins, or says exactly what stands in its way."""
+        with self._picking_alone():
+            return self._ports()
+
+    @contextlib.contextmanager
+    def _picking_alone(self) -> Iterator[None]:
+        """Stacks beside each other pick their ports one at a time: two of the suite's workers starting together
+        each read the other's ports before either had saved them, and picked the same one (a clean-clone run's
+        second stack found its Pulsar bookie port bound by the first stack's Kafka controller)."""
+        if not self._pick_free_ports:
+            yield
+            return
+        self.home.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.home.parent / ".port-picking.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _ports(self) -> dict[str, int]:
         state = self._load_state()
         ports = state.setdefault("ports", {})
         changed = False

@@ -151,3 +151,24 @@ def test_a_picked_port_is_never_one_a_sibling_stack_keeps(tmp_path, monkeypatch)
     second = LocalStack(home=tmp_path / "test-stack-gw1", pick_free_ports=True).ports()
     assert not set(first.values()) & set(second.values())
     assert len(set(second.values())) == len(second)
+
+
+def test_stacks_beside_each_other_pick_their_ports_one_at_a_time(tmp_path):
+    """A stack picking its ports while a sibling is picking waits for it, then keeps clear of the sibling's (two of
+    the suite's workers once picked the same port, each before the other had saved its own)."""
+    import fcntl
+    import threading
+
+    first = LocalStack(home=tmp_path / "first", pick_free_ports=True)
+    second = LocalStack(home=tmp_path / "second", pick_free_ports=True)
+    picked: dict[str, int] = {}
+    with open(tmp_path / ".port-picking.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as the first stack's ports() holds it
+        waiting = threading.Thread(target=lambda: picked.update(second.ports()))
+        waiting.start()
+        time.sleep(0.5)
+        assert not picked and waiting.is_alive()
+        first_ports = first._ports()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    waiting.join(10)
+    assert len(picked) == len(first_ports) and not set(picked.values()) & set(first_ports.values())
