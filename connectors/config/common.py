@@ -107,6 +107,8 @@ class ColumnarTransformKeys(TransformKeys):
     # record after the transforms. Not the Kafka sink's: MirrorMaker 2 runs a router on the record it made, whose
     # topic is already the renamed one, which this chain (run on the source's records) cannot give.
     follows_routers: ClassVar[bool] = False
+    # What the refusal of another transform names as what this connector runs.
+    columnar_transforms_named: ClassVar[str] = "Filter, InsertHeader, DropHeaders, RegexRouter and TimestampRouter"
 
     @model_validator(mode="after")
     def _columnar_transforms_only(self):
@@ -114,9 +116,9 @@ class ColumnarTransformKeys(TransformKeys):
             return self
         for stage in self.transforms.stages:
             if not stage.runs_columnar:
-                raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only Filter, "
-                                 "InsertHeader, DropHeaders, RegexRouter and TimestampRouter, with any predicate (it "
-                                 "has no converters to give a transform a key or value to read)")
+                raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only "
+                                 f"{self.columnar_transforms_named}, with any predicate (it has no converters to give "
+                                 "a transform a key or value to read)")
         routed = self.routed_target_key()
         if routed and self.transforms.renames_topics and not self.follows_routers:
             router = next(stage for stage in self.transforms.stages if stage.transform.renames_topics)

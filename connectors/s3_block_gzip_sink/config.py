@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, field_validator, model_validator
 
 from connectors.config.common import (
@@ -10,6 +12,9 @@ from connectors.config.common import (
 
 
 class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, ColumnarTransformKeys):
+    # Its files, indexes and cursors are per Kafka topic partition: no router (_no_router).
+    columnar_transforms_named: ClassVar[str] = "Filter, InsertHeader and DropHeaders"
+
     s3_bucket: str = Field(
         alias="s3.bucket", json_schema_extra=HIGH_IMPORTANCE, min_length=3,
         description="the bucket the archive is written to")
