@@ -109,6 +109,8 @@ class ColumnarTransformKeys(TransformKeys):
     follows_routers: ClassVar[bool] = False
     # What the refusal of another transform names as what this connector runs.
     columnar_transforms_named: ClassVar[str] = "Filter, InsertHeader, DropHeaders, RegexRouter and TimestampRouter"
+    # Set for a connector that takes no topic-renaming transform at all: why, after "renames topics, ".
+    routers_refused: ClassVar[str | None] = None
 
     @model_validator(mode="after")
     def _columnar_transforms_only(self):
@@ -119,9 +121,13 @@ class ColumnarTransformKeys(TransformKeys):
                 raise ValueError(f"transform '{stage.alias}' ({stage.class_name}): this connector runs only "
                                  f"{self.columnar_transforms_named}, with any predicate (it has no converters to give "
                                  "a transform a key or value to read)")
+        if not self.transforms.renames_topics:
+            return self
+        router = next(stage for stage in self.transforms.stages if stage.transform.renames_topics)
+        if self.routers_refused:
+            raise ValueError(f"transform '{router.alias}' ({router.class_name}) renames topics, {self.routers_refused}")
         routed = self.routed_target_key()
-        if routed and self.transforms.renames_topics and not self.follows_routers:
-            router = next(stage for stage in self.transforms.stages if stage.transform.renames_topics)
+        if routed and not self.follows_routers:
             raise ValueError(f"transform '{router.alias}' ({router.class_name}) renames topics, which is not supported "
                              f"with ${{topic}} in {routed}: "
                              f"rename topics with {routed} (MirrorMaker 2 runs a router on the record's renamed topic, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from connectors.config.common import (
     HIGH_IMPORTANCE, ColumnarTransformKeys, ConnectorConfig, ConverterKeys, ErrorHandlingKeys, KafkaTopicsKeys,
@@ -12,8 +12,10 @@ from connectors.config.common import (
 
 
 class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, ErrorHandlingKeys, ColumnarTransformKeys):
-    # Its files, indexes and cursors are per Kafka topic partition: no router (_no_router).
     columnar_transforms_named: ClassVar[str] = "Filter, InsertHeader and DropHeaders"
+    routers_refused: ClassVar[str | None] = (
+        "which the archive does not support: its files, indexes and cursors are those of each Kafka topic partition "
+        "(name the folder with s3.prefix)")
 
     s3_bucket: str = Field(
         alias="s3.bucket", json_schema_extra=HIGH_IMPORTANCE, min_length=3,
@@ -47,16 +49,6 @@ class S3BlockGzipSinkConfig(ConnectorConfig, KafkaTopicsKeys, ConverterKeys, Err
         if value != -1 and value < 100:
             raise ValueError("must be -1 (the bridge's commit interval) or at least 100 ms")
         return value
-
-    @model_validator(mode="after")
-    def _no_router(self):
-        router = next((stage for stage in (self.transforms.stages if self.transforms else ())
-                       if stage.transform.renames_topics), None)
-        if router is not None:
-            raise ValueError(f"transform '{router.alias}' ({router.class_name}) renames topics, which the archive does "
-                             "not support: its files, indexes and cursors are those of each Kafka topic partition "
-                             "(name the folder with s3.prefix)")
-        return self
 
     def key_prefix(self) -> str:
         return self.s3_prefix.strip("/")

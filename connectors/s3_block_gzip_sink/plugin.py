@@ -53,17 +53,19 @@ def _report(result: ArchiveBatchResult) -> BatchReport:
     if t["skipped"]:
         warnings = (f"{t['skipped']} records could not become lines and were skipped (errors.tolerance=all; "
                     "dead-lettered if a dead-letter topic is set)",)
-    filtered = f" ({t['filtered']} filtered by the transforms)" if t["filtered"] else ""
-    line = f"{archived} records archived in {t['files']} files in {result.duration_s:.1f}s{filtered}"
+    line = f"{archived} records archived in {t['files']} files in {result.duration_s:.1f}s{_filtered(t)}"
     return BatchReport(archived, result.plan.next_offsets, values,
                        ("records_read", "records_archived", "records_skipped", "records_filtered", "files_written",
                         "bytes_uncompressed", "bytes_written"),
                        line, warnings, result.duration_s)
 
 
+def _filtered(totals: dict[str, int]) -> str:
+    return f" ({totals['filtered']} filtered by the transforms)" if totals["filtered"] else ""
+
+
 def _stream_line(totals: dict[str, int], behind: int) -> str:
-    filtered = f" ({totals['filtered']} filtered by the transforms)" if totals["filtered"] else ""
-    return f"{_archived(totals)} records archived in {totals['files']} files{filtered}; {behind} behind"
+    return f"{_archived(totals)} records archived in {totals['files']} files{_filtered(totals)}; {behind} behind"
 
 
 def _open_stream(systems: Systems, bridge: Bridge, position):
