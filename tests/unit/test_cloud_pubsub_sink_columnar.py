@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.cloud_pubsub_sink.columnar import ColumnarConverter
+from connectors.cloud_pubsub_sink.columnar import ENCODE_FROM_ROWS, ColumnarConverter
 from connectors.cloud_pubsub_sink.config import CloudPubSubSinkConfig
 from connectors.cloud_pubsub_sink.convert import CloudPubSubSinkConverter
 from connectors.errors import RecordError
@@ -98,9 +98,12 @@ def test_a_batch_encoded_at_once_decodes_to_the_record_rules_messages(key_conver
     batch = awkward_kafka_rows()
     rows = [i for i, (_, outcome) in enumerate(columnar.convert(batch))
             if outcome is not None and not isinstance(outcome, RecordError) and not outcome.attributes.keys() - {"key"}]
-    whole = batch.take(rows)  # only rows that become messages with at most the key attribute
+    # Only rows that become messages with at most the key attribute, repeated to a batch long enough to encode.
+    rows = rows * (ENCODE_FROM_ROWS // len(rows) + 1)
+    whole = batch.take(rows)
+    assert columnar.encoded(whole.slice(0, ENCODE_FROM_ROWS - 1)) is None  # shorter: row by row is cheaper
     encoded = columnar.encoded(whole)
-    assert encoded is not None and len(encoded) == len(rows) > 10
+    assert encoded is not None and len(encoded) == len(rows) >= ENCODE_FROM_ROWS
     decoded = PublishRequest.pb().FromString(field_bytes(1, b"c") + bytes(encoded.chunk(0, len(rows)))).messages
     expected = [CloudPubSubSinkConverter(config).convert(r) for r in records_from_arrow(whole)]
     assert [(m.data, dict(m.attributes)) for m in decoded] == [(m.data, m.attributes) for m in expected]

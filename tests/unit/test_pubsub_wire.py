@@ -47,3 +47,11 @@ def test_messages_with_and_without_the_attribute_decode_as_upb_builds_them():
 def test_data_only():
     encoded = encode_messages(pa.array([b"a", b"bc"], pa.binary()))
     assert _decoded(encoded, 0, 2) == [PubsubMessage.pb()(data=b"a"), PubsubMessage.pb()(data=b"bc")]
+
+
+@pytest.mark.parametrize("length", [0, 1, 127, 128, 16_383, 16_384, 300_000])
+def test_a_field_is_what_upb_writes_and_its_length_is_varints(length):
+    data = b"t" * length
+    if length:  # protobuf leaves an empty string out
+        assert field_bytes(1, data) == PublishRequest.pb()(topic=data.decode()).SerializeToString()
+    assert field_bytes(1, data)[1:-length or None] == varints(np.array([length]))[0][0].as_py()
