@@ -45,9 +45,15 @@ WARM_UP_RECORDS = 100
 WARM_UP_VALUE = b"warm-up"
 
 
+def continuous_log(name: str) -> Path:
+    """Where continuous_run writes the output of bridge `name`'s run (kept for a look afterwards)."""
+    return BENCH_STACK_HOME / f"continuous-{name}.log"
+
+
 @contextmanager
-def continuous_run(entry: dict, remote: str) -> Iterator[subprocess.Popen]:
-    """The bridge in `mode: continuous`, run as a user runs it, until the block ends (then terminated)."""
+def continuous_run(entry: dict, remote: str, settle_s: float = 3) -> Iterator[subprocess.Popen]:
+    """The bridge in `mode: continuous`, run as a user runs it, until the block ends (then terminated); the block
+    starts `settle_s` after the run says it is moving (its first, empty, batch)."""
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         (work / "bridges.yaml").write_text(yaml.safe_dump({"bridges": [
@@ -57,7 +63,7 @@ def continuous_run(entry: dict, remote: str) -> Iterator[subprocess.Popen]:
         shutil.copy(PROJECT_ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
         env = {**os.environ, "BRIDGES_FILE": str(work / "bridges.yaml"), "DAGSTER_HOME": str(home),
                "BRIDGE_SPARK_REMOTE": remote}
-        log = BENCH_STACK_HOME / f"continuous-{entry['name']}.log"  # kept for a look afterwards
+        log = continuous_log(entry["name"])
         log.parent.mkdir(parents=True, exist_ok=True)
         run = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "job", "execute",
                                 "-m", "bridge_assets", "-j", f"{entry['name']}_job"], env=env, cwd=PROJECT_ROOT,
@@ -68,7 +74,7 @@ def continuous_run(entry: dict, remote: str) -> Iterator[subprocess.Popen]:
                 if run.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the continuous run did not start:\n{log.read_text()[-3000:]}")
                 time.sleep(0.2)
-            time.sleep(3)  # its first (empty) batch
+            time.sleep(settle_s)
             yield run
         finally:
             os.killpg(run.pid, signal.SIGINT)

@@ -3,8 +3,9 @@ Pub/Sub bridges (Cloud Pub/Sub sink, seed defaults, each its own topic) as the b
 always on in the host `default` (one run moves them all; `--own-runs` also measures a run per bridge, `--batch` the
 same bridges in micro-batch mode, a run per batch), while every topic gets `rate` records a second. Reports the CPU
 (% of one core) and the resident memory of our processes, split by kind (dagster dev's daemon, webserver, code server
-and run workers; the Spark engine's JVM and its Python workers), steady and idle, and the send -> Pub/Sub publish
-time of every record (p50, p99) across the fleet. The emulators are not counted. The same N topics through one Java
+and run workers; the Spark engine's JVM and its Python workers), steady and idle, the send -> Pub/Sub publish
+time of every record (p50, p99) across the fleet, and how long until every bridge moved its first record, from
+`dagster dev`'s start and from its (first) run's. The emulators are not counted. The same N topics through one Java
 Kafka Connect worker (1.3.3, one connector per topic, tasks.max=1) beside it.
 
     python -m bench.fleet [--bridges 1,10,30] [--rate 20] [--seconds 60] [--own-runs] [--batch]
@@ -221,10 +222,15 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, 
                     time.sleep(1)
                 records = instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
                 waits = sorted(r.start_time - r.create_timestamp.timestamp() for r in records) or [0.0]
+                # From the first run's start (a host's, or the first bridge's own) to the last bridge's first record.
+                first_moved = [instance.fetch_materializations(AssetKey(f"fleet_{i}"), limit=1, ascending=True)
+                               .records[0].timestamp for i in range(count)]
+                from_run_start = max(first_moved) - min(r.start_time for r in records) if records else None
             all_started_s = time.monotonic() - asked
             time.sleep(SETTLE_S)
             row = _measure(topics, subscriptions, rate, seconds, (dev.pid, engine_pid), failing_topics) | {
                 "runs": len(records), "all_bridges_moving_s": round(all_started_s, 1),
+                "all_moving_after_run_start_s": None if from_run_start is None else round(from_run_start, 1),
                 "run_start_wait_s": {"median": round(statistics.median(waits), 1), "max": round(waits[-1], 1)}}
             if failing:
                 row["failing_bridges_checks"] = _batch_checks(home, [f"failing_{i}" for i in range(failing)])
@@ -352,7 +358,8 @@ def render(results: dict) -> str:
     sides = [("ours", "ours, one host"), ("ours_own_runs", "ours, a run each"), ("ours_batch", "ours, micro-batches"),
              ("java", "Java worker")]
     lines = [f"{results['rate_per_bridge']} records/s per bridge for {results['seconds']} s, one run per row.", "",
-             "| bridges | side | steady CPU (% of a core) | idle CPU | steady memory (MB) | p50 | p99 | all moving after |",
+             "| bridges | side | steady CPU (% of a core) | idle CPU | steady memory (MB) | p50 | p99 | all moving after "
+             "(from `dagster dev`'s start / the run's) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     counts = sorted({int(n) for key, _ in sides for n in (results.get(key) or {})})
     for count in counts:
@@ -361,9 +368,26 @@ def render(results: dict) -> str:
             if not r:
                 continue
             moving = f"{r['all_bridges_moving_s']:.1f} s" if r.get("all_bridges_moving_s") is not None else "–"
+            if r.get("all_moving_after_run_start_s") is not None:
+                moving += f" / {r['all_moving_after_run_start_s']:.1f} s"
             lines.append(f"| {count} | {label} | {r['steady']['cpu_pct_total']} | {r['idle']['cpu_pct_total']} | "
                          f"{r['steady']['rss_mb_total']:,} | {r['p50_s']:.3f} s | {r['p99_s']:.3f} s | {moving} |")
+    hosted = (results.get("ours") or {}).get(str(counts[-1])) if counts else None
+    if hosted:
+        lines += ["", *_split_lines(counts[-1], hosted)]
     return "\n".join(lines) + "\n"
+
+
+def _split_lines(count: int, row: dict) -> list[str]:
+    """Where one host's CPU and memory go, by process kind, steady and idle."""
+    kinds = sorted(set(row["steady"]["cpu_pct"]) | set(row["idle"]["cpu_pct"]),
+                   key=lambda kind: -row["steady"]["cpu_pct"].get(kind, 0))
+    lines = [f"Where ours goes at {count} bridges on one host, by process (% of a core; MB steady):", "",
+             "| process | steady CPU | idle CPU | memory (MB) |", "| --- | --- | --- | --- |"]
+    for kind in kinds:
+        lines.append(f"| {kind} | {row['steady']['cpu_pct'].get(kind, 0)} | {row['idle']['cpu_pct'].get(kind, 0)} | "
+                     f"{row['steady']['rss_mb'].get(kind, 0):,} |")
+    return lines
 
 if __name__ == "__main__":
     main()

@@ -20,7 +20,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from bench.data import LITE_LOCATION, PROJECT, unique_name
 from bench.process_memory import TreeCpu, tree_rss_by_kind
@@ -208,33 +208,41 @@ def _source_done(admin, worker: subprocess.Popen, log: Path, kafka_topic: str, r
                  deadline: float) -> dict:
     """Wait until `records` arrived in `kafka_topic`: the row (first to last arrival, the worker's CPU from
     the first record seen to done)."""
-    first_cpu, done_cpu, peak = wait_for_arrivals(admin, worker, log, kafka_topic, records, deadline)
+    first_cpu, done_cpu, peak, _ = wait_for_arrivals(admin, worker, log, kafka_topic, records, deadline)
     first, last = arrival_span(kafka_topic, admin.partitions([kafka_topic])[kafka_topic], records)
     return _row(records, last - first, done_cpu - first_cpu, peak)
 
 
+class Arrivals(NamedTuple):
+    first_cpu: float  # CPU seconds used when the first records were seen in the topic
+    done_cpu: float  # ... and when the last were
+    peak: int  # the writer's peak resident bytes until then
+    first_written: int  # how many records were there when the first were seen (those not counted in the CPU)
+
+
 def wait_for_arrivals(admin, worker: subprocess.Popen, log: Path, topic: str, records: int,
-                      deadline: float, transactional: bool = False) -> tuple[float, float, int]:
-    """Wait until `records` are in `topic` (on `admin`'s cluster), written by the worker: its CPU seconds when the
-    first arrived and when the last did, and its peak resident bytes until then. `transactional`: the topic's offsets
-    count commit markers too, so the copy is done once they also stop moving for a second (that second's CPU, the
-    worker idle, is counted)."""
-    first_cpu, peak, settled = None, 0, None
-    with TreeCpu(worker.pid) as cpu:
+                      deadline: float, transactional: bool = False, also: tuple[int, ...] = ()) -> Arrivals:
+    """Wait until `records` are in `topic` (on `admin`'s cluster), written by the worker (or by a run of ours, its
+    engine's process in `also`): the CPU seconds of the worker's tree and `also`'s when the first arrived and when the
+    last did, and the worker's peak resident bytes until then. `transactional`: the topic's offsets count commit
+    markers too, so the copy is done once they also stop moving for a second (that second's CPU, the writer idle, is
+    counted)."""
+    first_cpu, first_written, peak, settled = None, 0, 0, None
+    with TreeCpu(worker.pid, *also) as cpu:
         while True:
             peak = max(peak, worker_rss(worker))
             # Asked each time: a topic made just before may show only some of its partitions at first (a bench
             # waited out its deadline on a warm-up copy that had long arrived).
             written = sum(admin.end_offsets(admin.partitions([topic])).get(topic, {}).values())
             if written and first_cpu is None:
-                first_cpu = cpu.seconds()
+                first_cpu, first_written = cpu.seconds(), written
             if written >= records and not transactional:
-                return first_cpu, cpu.seconds(), peak
+                return Arrivals(first_cpu, cpu.seconds(), peak, first_written)
             if written >= records:
                 if settled is None or settled[0] != written:
                     settled = (written, time.monotonic())
                 elif time.monotonic() - settled[1] >= 1.0:
-                    return first_cpu, cpu.seconds(), peak
+                    return Arrivals(first_cpu, cpu.seconds(), peak, first_written)
             check_worker(worker, log, deadline)
             time.sleep(0.1)
 
@@ -325,8 +333,8 @@ def _properties(path: Path, values: dict[str, str]) -> None:
 def check_worker(worker: subprocess.Popen, log: Path, deadline: float) -> None:
     if worker.poll() is not None or time.monotonic() > deadline:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        raise RuntimeError(f"the Java connector's worker {'exited' if worker.poll() is not None else 'timed out'}:\n"
-                           f"{tail}")
+        raise RuntimeError(f"the process logging to {log} {'exited' if worker.poll() is not None else 'timed out'}:"
+                           f"\n{tail}")
 
 
 def stop_worker(worker: subprocess.Popen) -> None:

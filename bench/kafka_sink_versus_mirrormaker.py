@@ -1,15 +1,18 @@
-"""The Kafka -> Kafka bridge beside MirrorMaker 2, in rounds (about 8 minutes on 2 cores):
+"""The Kafka -> Kafka bridge beside MirrorMaker 2, in rounds (about 12 minutes on 2 cores):
 
     python -m bench.kafka_sink_versus_mirrormaker [--records 1000000] [--size 1024] [--rounds 3] [--exactly-once]
 
 On one fresh stack (its two Kafka clusters, no emulator anywhere), each round copies the same source topic of
-`--records` records (4 partitions) to the target cluster twice, one after the other, the order alternating:
+`--records` records (4 partitions) to the target cluster, one side after the other, the order alternating:
 - MirrorMaker 2: Apache Kafka's MirrorSourceConnector (connect-mirror 4.1.1, tasks.max=2, its defaults, ByteArray
   converters) on a warm Kafka Connect standalone worker: a first connector copies a warm-up topic of as many records
   in the same JVM, then the row's connector is added through the worker's REST API. The target topic is made first
   with LogAppendTime; the row is first to last arrival there, the JVM's CPU over the same span.
 - ours: the Kafka sink (KafkaSinkConnector, at least once) in one micro-batch on the warm Spark Connect engine, after
   an untimed batch; its row is the batch (plan to last delivery), its CPU the run process's and the engine's.
+- ours always on: the same bridge in a continuous run of its own (`dagster job execute` of its job, tasks.max=2)
+  draining the topic from its earliest offsets; its row is first to last arrival, as MirrorMaker 2's is, its CPU
+  the run's and the engine's from the first arrival seen to the last.
 - the whole command, as a user runs each: `dagster asset materialize` of a batch bridge of the Kafka sink on the
   warm engine (after an untimed one), from the command's start to its exit (its process, the code location's load
   and the Spark session included) and to the last arrival; MirrorMaker 2 from adding the row's connector to the
@@ -44,7 +47,8 @@ from bench.common import (
 )
 from bench.comparisons import write_table
 from bench.data import kafka_topic, unique_name
-from bench.java_reference import JavaReference, add_connector, arrival_span, stop_worker, wait_for_arrivals
+from bench.continuous import continuous_log, continuous_run
+from bench.java_reference import Arrivals, JavaReference, add_connector, arrival_span, stop_worker, wait_for_arrivals
 from bench.process_memory import TreeCpu
 from local_stack import fetch
 
@@ -105,14 +109,19 @@ def mirror_row(topic: str, warm_up: str, records: int, round_no: int, exactly_on
         add_connector(port, worker_home.connector_config(unique_name("mm2-row"),
                                                          mirror_config(row_alias, topic, exactly_once)))
         copied = f"{row_alias}.{topic}"
-        first_cpu, done_cpu, peak = wait_for_arrivals(target, worker, log, copied, records, deadline, exactly_once)
+        arrivals = wait_for_arrivals(target, worker, log, copied, records, deadline, exactly_once)
     finally:
         stop_worker(worker)
     first, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
-    cpu = done_cpu - first_cpu
-    return {"records": records, "seconds": round(last - first, 3), "cpu_s": round(cpu, 2),
-            "cpu_per_100k": round(cpu * 100_000 / records, 2), "peak_mb": round(peak / 1e6),
+    return {**_arrivals_row(records, last - first, arrivals), "peak_mb": round(arrivals.peak / 1e6),
             "command_seconds": round(last - added, 3)}
+
+
+def _arrivals_row(records: int, seconds: float, arrivals: Arrivals) -> dict:
+    """A row timed by its arrivals: the CPU counted from the first records seen is that of the records after them."""
+    cpu, counted = arrivals.done_cpu - arrivals.first_cpu, records - arrivals.first_written
+    return {"records": records, "seconds": round(seconds, 3), "cpu_s": round(cpu, 2),
+            "cpu_per_100k": round(cpu * 100_000 / counted, 2), "first_seen": arrivals.first_written}
 
 
 def our_command_row(topic: str, records: int, label: str) -> dict:
@@ -145,6 +154,28 @@ def our_command_row(topic: str, records: int, label: str) -> dict:
     return {"records": records, "seconds": round(ended - started, 3), "to_last_arrival": round(last - started, 3)}
 
 
+def our_always_on_row(topic: str, records: int, label: str, engine_pid: int, exactly_once: bool = False) -> dict:
+    """Ours always on: the Kafka sink in a continuous run of its own (`dagster job execute` of the bridge's job,
+    tasks.max=2 as MirrorMaker 2 has) on the warm engine, draining `topic` from its earliest offsets into
+    `<label>.<topic>`. Measured as MirrorMaker 2's row is: first to last arrival (LogAppendTime); CPU: the run's
+    process tree and the engine's from the first arrival seen to the last (the run starts moving before the
+    bench sees it: the records there at the first look are not counted in the CPU per record)."""
+    target_bootstrap = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
+    copied, name = f"{label}.{topic}", f"bench_{label.replace('-', '_')}"
+    target = _admin(target_bootstrap)
+    target.create_topic(copied, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    entry = {"name": name, "connector": "KafkaSinkConnector",
+             "config": {"topics": topic, "target.bootstrap.servers": target_bootstrap,
+                        "topic.rename.format": f"{label}.${{topic}}", "tasks.max": "2",
+                        **({"exactly.once.support": "required"} if exactly_once else {})},
+             "batch": {"initial_offsets": "earliest"}}
+    with continuous_run(entry, attached_engine(), settle_s=0) as run:
+        arrivals = wait_for_arrivals(target, run, continuous_log(name), copied, records, time.monotonic() + 600,
+                                     exactly_once, also=(engine_pid,))
+    first, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
+    return _arrivals_row(records, last - first, arrivals)
+
+
 def attached_engine() -> str:
     """The bench stack's warm Spark Connect engine, for a run process."""
     return attached_stack().env()["BRIDGE_SPARK_REMOTE"]
@@ -175,21 +206,24 @@ def our_row(spark, server_pid: int, topic: str, records: int, label: str, exactl
 
 def render(results: dict) -> str:
     ours, mm2 = rounds_summary(results["ours"]), rounds_summary(results["mirrormaker"])
+    always_on = rounds_summary(results["ours_always_on"]) if results.get("ours_always_on") else None
     ratio, cpu_ratio = ours["rate_median"] / mm2["rate_median"], ours["cpu_median"] / mm2["cpu_median"]
     limit = results["brokers_limit"]
     lines = [f"Measured {results['date']} on {results['cores']} cores: Kafka -> Kafka between the stack's two "
              f"clusters, {results['records']:,} records of {results['size']:,} B per row, {PARTITIONS} partitions, "
              f"{results['rounds']} rounds with the order alternating. MirrorMaker 2: MirrorSourceConnector "
              "(connect-mirror 4.1.1, tasks.max=2) on a warm worker, first to last arrival; ours: the Kafka sink, one "
-             "micro-batch on the warm Spark Connect engine, plan to last delivery. Medians (min-max). CPU: the "
-             "worker's JVM; for ours the run process and the Spark Connect server."
+             "micro-batch on the warm Spark Connect engine, plan to last delivery"
+             + ("; ours always on: a continuous run of its own (tasks.max=2) draining the topic, first to last "
+                "arrival" if always_on else "") +
+             ". Medians (min-max). CPU: the worker's JVM; for ours the run process and the Spark Connect server."
              + (" **Both exactly once**: MirrorMaker 2 on a one-worker distributed cluster with "
                 "exactly.once.source.support=enabled and exactly.once.support=required (its source consumer "
                 "read_committed), ours with exactly.once.support=required." if results.get("exactly_once") else ""),
              "",
              "| | records/s | CPU s per 100k |",
              "| --- | --- | --- |"]
-    for name, s in (("ours", ours), ("MirrorMaker 2", mm2)):
+    for name, s in (("ours", ours), *((("ours, always on", always_on),) if always_on else ()), ("MirrorMaker 2", mm2)):
         lines.append(f"| {name} | {s['rate_median']:,.0f} ({s['rate_min']:,.0f}-{s['rate_max']:,.0f}) | "
                      f"{s['cpu_median']:.2f} ({s['cpu_min']:.2f}-{s['cpu_max']:.2f}) |")
     lines.append(f"| the brokers' limit: one consumer, one producer, each alone | {limit['consume']:,.0f} / "
@@ -199,6 +233,10 @@ def render(results: dict) -> str:
               "the lower of the brokers' limits (target at least 0.8x)."]
     if spreads_overlap(ours, mm2):
         lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
+    if always_on:
+        lines.append(f"Always on ÷ MirrorMaker 2: **{always_on['rate_median'] / mm2['rate_median']:.2f}x** the "
+                     f"records/s at **{always_on['cpu_median'] / mm2['cpu_median']:.2f}x** the CPU per record"
+                     + (" (the spreads overlap)." if spreads_overlap(always_on, mm2) else "."))
     if "ours_command" in results:
         lines += ["", *_command_lines(results)]
     return "\n".join(lines) + "\n"
@@ -245,7 +283,9 @@ def main() -> None:
         our_row(spark, server, warm_up, args.records, "warm-up", eos)  # untimed: imports, producers on the workers
         sides = {
             "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no, eos),
-            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}", eos)}
+            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}", eos),
+            "ours_always_on": lambda round_no: our_always_on_row(topic, args.records, f"always-on{round_no}", server,
+                                                                 eos)}
         if not eos:
             our_command_row(warm_up, args.records, "command-warm-up")  # untimed: the command's files in the OS's cache
             sides["ours_command"] = lambda round_no: our_command_row(topic, args.records, f"command{round_no}")

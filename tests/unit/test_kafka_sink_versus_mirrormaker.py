@@ -37,3 +37,26 @@ def test_mirrormaker_copies_bytes_as_they_are_and_keeps_the_target_topics_own_se
     assert config["sync.topic.configs.enabled"] == "false"
     assert (config["source.cluster.bootstrap.servers"], config["target.cluster.bootstrap.servers"]) == \
         ("127.0.0.1:1", "127.0.0.1:2")
+
+
+def test_the_always_on_row_has_its_own_line_and_ratio():
+    results = _results([_row(r, 2.0) for r in (80_000, 90_000, 70_000)],
+                       [_row(r, 5.0) for r in (30_000, 25_000, 35_000)])
+    table = render({**results, "ours_always_on": [_row(r, 1.0) for r in (100_000, 120_000, 110_000)]})
+    assert "| ours, always on | 110,000 (100,000-120,000) | 1.00 (1.00-1.00) |" in table
+    assert "Always on ÷ MirrorMaker 2: **3.67x** the records/s at **0.20x** the CPU per record." in table
+    assert "Always on" not in render(results)
+
+
+def test_the_comparisons_table_leaves_out_a_side_its_results_file_does_not_hold(tmp_path):
+    import json
+
+    from bench.comparisons import table
+
+    results = {**_results([_row(90_000, 2.0)], [_row(30_000, 5.0)]), "rounds": 1}
+    (tmp_path / "kafka_sink_versus_mirrormaker.json").write_text(json.dumps(results))
+    rows = table(tmp_path).splitlines()[2:]
+    assert [r.split(" | ")[0] for r in rows] == ["| Kafka sink (Kafka -> Kafka), one micro-batch, 1 KiB"]
+    (tmp_path / "kafka_sink_versus_mirrormaker.json").write_text(
+        json.dumps({**results, "ours_always_on": [_row(120_000, 1.0)]}))
+    assert len(table(tmp_path).splitlines()[2:]) == 2
