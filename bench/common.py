@@ -35,6 +35,12 @@ def bench_stack() -> Iterator[LocalStack]:
         stack.down(log=lambda line: None)
 
 
+def stack_services(stack: LocalStack) -> tuple[int, ...]:
+    """The process ids of the stack's running services: started by the bench's own process, they are among its
+    descendants, and a row that counts that process's tree leaves them out (TreeCpu's `excluded`)."""
+    return tuple(s.pid for s in stack.status() if s.pid)
+
+
 def attached_stack() -> LocalStack:
     """The stack `bench_stack` started, seen from a child process."""
     return LocalStack(BENCH_STACK_HOME)

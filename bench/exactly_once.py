@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    from bench.common import bench_stack, warm_engine, write_results
+    from bench.common import bench_stack, stack_services, warm_engine, write_results
     from bench.process_memory import TreeCpu
 
     readers = {"lite": _lite_reader, "cloud": _cloud_reader, "kafka": _kafka_reader}
@@ -52,7 +52,7 @@ def main() -> None:
 
             def run(mode: str) -> tuple[float, float]:
                 go = read(mode, MODES[mode])
-                with TreeCpu(os.getpid(), server) as cpu:
+                with TreeCpu(os.getpid(), server, excluded=stack_services(stack)) as cpu:
                     rate = go()
                     return rate, cpu.seconds()
 

@@ -43,7 +43,7 @@ from rich.markdown import Markdown
 from bench import limits
 from bench.common import (
     BENCH_STACK_HOME, alternating_rounds, attached_stack, bench_stack, median_spread, rounds_arguments, rounds_summary,
-    spreads_overlap, warm_engine, write_results,
+    spreads_overlap, stack_services, warm_engine, write_results,
 )
 from bench.comparisons import write_table
 from bench.data import kafka_topic, unique_name
@@ -181,9 +181,11 @@ def attached_engine() -> str:
     return attached_stack().env()["BRIDGE_SPARK_REMOTE"]
 
 
-def our_row(spark, server_pid: int, topic: str, records: int, label: str, exactly_once: bool = False) -> dict:
+def our_row(spark, server_pid: int, topic: str, records: int, label: str, exactly_once: bool = False,
+            services: tuple[int, ...] = ()) -> dict:
     """The Kafka sink copying `topic` to `<label>.<topic>` in one batch from the earliest offsets; `exactly_once`:
-    with exactly.once.support=required."""
+    with exactly.once.support=required. Its CPU: this process (the run's driver) and the Spark Connect server, not
+    the stack's `services`, which this process started."""
     from connectors.bridge import BatchSettings
     from connectors.kafka_sink.config import KafkaSinkConfig
     from connectors.kafka_sink.plugin import run_replica_batch
@@ -194,7 +196,7 @@ def our_row(spark, server_pid: int, topic: str, records: int, label: str, exactl
         "topic.rename.format": f"{label}.${{topic}}",
         **({"exactly.once.support": "required"} if exactly_once else {})})
     bridge = f"bench_{label}"
-    with TreeCpu(os.getpid(), server_pid) as cpu:
+    with TreeCpu(os.getpid(), server_pid, excluded=services) as cpu:
         result = run_replica_batch(spark, bridge, config, admin, {},
                                    BatchSettings(max_records=records, initial_offsets="earliest"), f"connect-{bridge}")
         cpu_s = cpu.seconds()
@@ -280,10 +282,12 @@ def main() -> None:
         console.print(f"the brokers' limit: {results['brokers_limit']}")
         spark, _ = warm_engine("connect", stack.env()["BRIDGE_SPARK_REMOTE"])
         server = {s.name: s.pid for s in stack.status()}["spark"]
-        our_row(spark, server, warm_up, args.records, "warm-up", eos)  # untimed: imports, producers on the workers
+        services = stack_services(stack)
+        # untimed: imports, producers on the workers
+        our_row(spark, server, warm_up, args.records, "warm-up", eos, services)
         sides = {
             "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no, eos),
-            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}", eos),
+            "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}", eos, services),
             "ours_always_on": lambda round_no: our_always_on_row(topic, args.records, f"always-on{round_no}", server,
                                                                  eos)}
         if not eos:

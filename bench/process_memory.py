@@ -21,12 +21,12 @@ def children(pid: int) -> list[int]:
     return kids
 
 
-def tree(*roots: int) -> list[int]:
-    """These processes and all their descendants alive now, each once."""
+def tree(*roots: int, excluded: frozenset[int] = frozenset()) -> list[int]:
+    """These processes and all their descendants alive now, each once, without the trees of `excluded`."""
     found, stack = [], list(roots)
     while stack:
         pid = stack.pop()
-        if pid not in found:
+        if pid not in found and pid not in excluded:
             found.append(pid)
             stack += children(pid)
     return found
@@ -110,11 +110,15 @@ class TreeCpu(threading.Thread):
     waiting for its workers when Spark stops it). Here each process's own CPU is sampled every `interval_s` and its
     last reading kept after it is gone: at most an interval of an exiting process's CPU goes uncounted, and a
     process that lived less than an interval is not seen (Spark's Python workers, the JVMs and the run processes
-    live for seconds at least)."""
+    live for seconds at least).
 
-    def __init__(self, *roots: int, interval_s: float = 0.25):
+    `excluded`: processes whose trees are not counted though they descend from a root: the services of a stack the
+    bench process started itself (its Kafka brokers' CPU is not the bridge's)."""
+
+    def __init__(self, *roots: int, interval_s: float = 0.25, excluded: tuple[int, ...] = ()):
         super().__init__(daemon=True)
         self._roots, self._interval = roots, interval_s
+        self._excluded = frozenset(excluded) - frozenset(roots)
         self._lock = threading.Lock()
         self._first: dict[tuple[int, int], int] = {}  # (pid, start time) -> ticks when first seen
         self._last: dict[tuple[int, int], int] = {}
@@ -123,7 +127,7 @@ class TreeCpu(threading.Thread):
 
     def _sample(self) -> None:
         with self._lock:
-            for pid in tree(*self._roots):
+            for pid in tree(*self._roots, excluded=self._excluded):
                 own = _own_cpu(pid)
                 if own is None:
                     continue
