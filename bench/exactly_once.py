@@ -47,12 +47,13 @@ def main() -> None:
     with bench_stack() as stack:
         spark, _ = warm_engine("connect", stack.env()["BRIDGE_SPARK_REMOTE"])
         server = {s.name: s.pid for s in stack.status()}["spark"]
+        services = stack_services(stack)
         for name in chosen:
             read = readers[name](spark, args.records, args.size)
 
             def run(mode: str) -> tuple[float, float]:
                 go = read(mode, MODES[mode])
-                with TreeCpu(os.getpid(), server, excluded=stack_services(stack)) as cpu:
+                with TreeCpu(os.getpid(), server, excluded=services) as cpu:
                     rate = go()
                     return rate, cpu.seconds()
 
