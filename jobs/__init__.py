@@ -1,4 +1,5 @@
-"""One job per bridge; its `bridge` tag lets dagster.yaml allow one run per bridge at a time (queued runs;
+"""One job per bridge that runs on its own (batch mode, or always on with `host: null`) and one per host. A bridge's
+job's `bridge` tag lets dagster.yaml allow one run per bridge at a time (queued runs;
 every other launch path meets the lease in resources/lease.py)."""
 
 from __future__ import annotations

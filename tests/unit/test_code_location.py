@@ -39,3 +39,28 @@ def test_the_definitions_are_built_once_per_version_of_the_bridges_file(tmp_path
     os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 1_000_000))
     assert "twice" in _asset_names(code_location())
     assert builds == [str(path), str(path)]
+
+
+def _snapshot_bytes(tmp_path, bridges: int) -> tuple[int, set[str]]:
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster._serdes import serialize_value
+
+    from bridge_assets.definitions import build_definitions
+
+    path = tmp_path / f"bridges-{bridges}.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [{
+        "name": f"hosted_{i}", "connector": "S3BlockGzipSinkConnector",
+        "config": {"topics": f"t{i}", "s3.bucket": "bkt"}} for i in range(bridges)]}))
+    repository = build_definitions(str(path)).get_repository_def()
+    return (len(serialize_value(RepositorySnap.from_def(repository))),
+            {job.name for job in repository.get_all_jobs()})
+
+
+def test_a_hosts_snapshot_grows_with_its_members_not_their_square(tmp_path):
+    # Dagster's daemon loads the code location's snapshot again every minute. A job per member of a host carried the
+    # host step's whole snapshot (every member's outputs and checks): 2.6 MB at thirty bridges, 12.7 MB at a hundred.
+    ten, jobs = _snapshot_bytes(tmp_path, 10)
+    forty, _ = _snapshot_bytes(tmp_path, 40)
+    assert not any(name.startswith("hosted_") for name in jobs), jobs
+    assert "host_default_job" in jobs
+    assert forty < 2.5 * ten, (ten, forty)  # 1.8x here; 4.8x with a job per member
