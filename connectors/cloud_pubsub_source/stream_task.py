@@ -23,9 +23,10 @@ from connectors.framework.stream_report import ReportingTaskSettings, ReportPost
 _IDLE_WAIT_S = 0.1
 
 
-def stream_pull_and_deliver(settings: ReportingTaskSettings, slot: int) -> None:
+def stream_pull_and_deliver(settings: ReportingTaskSettings, slot: int) -> str | None:
     """One slot of the stream (stream_slots.py): pulls, writes to Kafka, acks and reports until its lease ends it.
-    Under exactly once (`settings.task` an ExactlyOnceTask) its records commit in transactions first."""
+    Under exactly once (`settings.task` an ExactlyOnceTask) its records commit in transactions first. Returns why
+    its lease ended it (None: its deadline)."""
     task = settings.task
     client_config = (task.source if isinstance(task, ExactlyOnceTask) else task).kafka_client_config
     lease = settings.lease_watcher(client_config)
@@ -51,6 +52,7 @@ def stream_pull_and_deliver(settings: ReportingTaskSettings, slot: int) -> None:
     finally:
         lease.close()
         poster.close()
+    return lease.why_not
 
 
 def _stream_at_least_once(task: SourceTask, slot: int, keep_going: Callable[[], bool], poster: ReportPoster,

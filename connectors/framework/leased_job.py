@@ -184,7 +184,8 @@ class LeasedJob:
         if failure is not None and is_record_refused(failure):
             return None  # a poison record under errors.tolerance=none: started again, the job fails on it again
         self._restarts_without_progress += 1
-        cause = root_cause(failure)[1] if failure is not None else "its tasks ended"
+        why = self._job.ended_because()  # what their lease said, if they said
+        cause = root_cause(failure)[1] if failure is not None else f"its tasks ended{f': {why}' if why else ''}"
         self._start()
         return f"{RESTARTED}: {cause}"
 

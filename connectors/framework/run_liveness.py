@@ -120,6 +120,11 @@ class LivenessLink:
         _keep_alive(connection)
         self._socket = connection
 
+    @property
+    def linked(self) -> bool:
+        """Whether the task holds a connection to its live run (False: it goes by the lease alone)."""
+        return self._socket is not None
+
     def gone(self) -> bool:
         if self._socket is None:
             return False

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Iterator
 from confluent_kafka import TopicPartition
 
 from connectors.framework.stream_lease import HostBeat
-from connectors.framework.stream_slots import NOTHING_SCHEMA, SharedSlot, SlotEnds, SlotWork, run_shared, run_slots
+from connectors.framework.stream_slots import ENDED_SCHEMA, SharedSlot, SlotEnds, SlotWork, run_shared, run_slots
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,7 +63,8 @@ class OwnJob:
     def __init__(self, spark: SparkSession, work: SlotWork, slots: int, tags: tuple[str, ...], name: str):
         self._spark, self._tags = spark, tags
         self._failure: BaseException | None = None
-        job = spark.range(0, slots, 1, slots).mapInArrow(functools.partial(run_slots, work), NOTHING_SCHEMA)
+        self._why: str | None = None
+        job = spark.range(0, slots, 1, slots).mapInArrow(functools.partial(run_slots, work), ENDED_SCHEMA)
         self._thread = threading.Thread(target=self._run, args=(job,), name=f"stream {name}", daemon=True)
         self._thread.start()
 
@@ -71,7 +72,7 @@ class OwnJob:
         try:
             for tag in self._tags:  # tags are per thread
                 self._spark.addTag(tag)
-            job.collect()
+            self._why = next((row.why for row in job.collect() if row.why), None)
         except BaseException as exc:  # noqa: BLE001 - handed to the stream by failure()
             self._failure = exc
 
@@ -80,6 +81,10 @@ class OwnJob:
 
     def failure(self) -> BaseException | None:
         return None if self.alive() else self._failure
+
+    def ended_because(self) -> str | None:
+        """Why its slots' leases ended them, once it ended without failing (None: not said)."""
+        return None if self.alive() else self._why
 
     def end(self, wait_s: float) -> None:
         """After the lease told the tasks to end: waits for them, then interrupts the job (its last tag is its own)."""
@@ -97,7 +102,7 @@ class SharedMember:
         self._launch, self._slots, self._stream_id = launch, slots, first.stream_id
         self._ends = SlotEnds(first.client_config, first.group, first.where, len(slots))
         self._read_at = float("-inf")
-        self._ended, self._failure = 0, None
+        self._ended, self._failure, self._why = 0, None, None
         self._closed = False
         self._last_look_done = False
 
@@ -106,7 +111,7 @@ class SharedMember:
         if self._closed or not self._launch.launched() or self._last_look_done:
             return
         if last or now - self._read_at >= _LOOK_S:
-            self._ended, self._failure = self._ends.read(self._stream_id)
+            self._ended, self._failure, self._why = self._ends.read(self._stream_id)
             self._read_at = now
             self._last_look_done = last
 
@@ -127,6 +132,10 @@ class SharedMember:
         if self._failure is not None:
             return self._failure
         return self._launch.failure if self._ended < len(self._slots) else None
+
+    def ended_because(self) -> str | None:
+        """Why its slots' leases ended them, once it is not alive and did not fail (None: not said)."""
+        return None if self.alive() else self._why
 
     def end(self, wait_s: float) -> None:
         """After the lease told its slots to end: waits until they said so (a shared job is not interrupted for one
@@ -223,7 +232,7 @@ class SharedJob:
                     tasks = min(self._tasks, len(launch.units))
                     assigned = [launch.units[i::tasks] for i in range(tasks)]
                     job = self._spark.range(0, tasks, 1, tasks).mapInArrow(
-                        functools.partial(run_shared, assigned), NOTHING_SCHEMA)
+                        functools.partial(run_shared, assigned), ENDED_SCHEMA)
                     launch.thread = threading.Thread(target=self._run, args=(launch, job), name="shared stream job",
                                                      daemon=True)
                     self._launched = [other for other in self._launched if other.running()] + [launch]

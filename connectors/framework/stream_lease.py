@@ -2,7 +2,8 @@
 spark_read.py), kept in Kafka: the run commits a beat
 (an increasing number, with the stream's id as metadata) to a group of the bridge's own every `BEAT_S`; each task
 reads it back and stops, after committing what it delivered, once the beat names another stream (a newer run's,
-or the run's own "stop") or has not moved for `LAPSE_S` (the run is gone: killed, or its host lost).
+or the run's own "stop") or has not moved for `LAPSE_S` (the run is gone: killed, or its host lost), or for
+`LINKED_LAPSE_S` while the task's link to its run's process (run_liveness.py) says that process lives.
 
 A host's run (many bridges) beats once for all of them (`HostBeat`): one commit per beat to the host's own group,
 at every stream's lease partition. A hosted stream's own group then only says whose the bridge is (its stream's id,
@@ -39,6 +40,12 @@ from connectors.framework.run_liveness import LivenessLink
 # LAPSE_S - BEAT_S (six beats) before its tasks take it for gone.
 BEAT_S = 0.1
 LAPSE_S = 0.7
+# The lapse of a task linked to its run (run_liveness.py): the link tells it at once that the run's process ended, so
+# a beat late while that process lives is a run paused or starved of CPU (or Kafka slow), and ending the tasks only
+# adds restarts to the load. At 0.7 s, a host's run paused 1.5 s ended its thirty streams, and their restarts starved
+# its beat again: a second wave of thirty (30 bridges, 2 cores). A run whose host vanished, which no link tells, or
+# one stuck alive, is fenced by a newer run's beat as before; the tasks stop on their own after this long.
+LINKED_LAPSE_S = 10.0
 # How often a hosted stream's task reads whose the bridge is (a stop, or a newer run taking over, is seen this late).
 OWNER_LOOK_S = 1.0
 STOP_PREFIX = "stop:"
@@ -242,7 +249,8 @@ class LeaseWatcher:
                 self._seen_at = now + self._outage_grace_s
         if beat != self._seen:
             self._seen, self._seen_at = beat, max(now, self._seen_at)  # the first beat after an outage keeps its grace
-        if self.why_not is None and now - self._seen_at > LAPSE_S:
+        lapse = LINKED_LAPSE_S if self._link is not None and self._link.linked else LAPSE_S
+        if self.why_not is None and now - self._seen_at > lapse:
             if self._host_beats is not None:
                 self._judge_owner(self._read_own())  # a stop is told apart from a run gone
             self.why_not = self.why_not or f"the run has not renewed its lease for {now - self._seen_at:.1f} s"

@@ -23,9 +23,10 @@ from confluent_kafka import KafkaException, TopicPartition
 from connectors.errors import RecordRefused, is_record_refused, root_cause
 from connectors.kafka.connection import group_committer
 
-SlotWork = Callable[[int], None]
-# The jobs' tasks yield nothing; Spark still wants a schema.
-NOTHING_SCHEMA = "slot int"
+# A slot's work runs until its lease ends it, and returns why (the lease's one line; None: its deadline passed).
+SlotWork = Callable[[int], "str | None"]
+# A job of its own yields why each slot ended (collected by the run); a shared job's slots post it instead.
+ENDED_SCHEMA = "why string"
 # Kafka keeps at most offset.metadata.max.bytes (4096 by default) of a commit's metadata.
 _MAX_ERROR_CHARS = 3000
 
@@ -34,8 +35,7 @@ def run_slots(work: SlotWork, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.
     """The body of a stream's own job (mapInArrow over slot numbers): a slot's failure fails its task."""
     for batch in batches:
         for slot in batch.column(0).to_pylist():
-            work(slot)
-    yield from ()
+            yield pa.RecordBatch.from_pydict({"why": [work(slot)]}, schema=_ENDED)
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,17 @@ def run_shared(tasks: list[list[SharedSlot]], batches: Iterator[pa.RecordBatch])
     yield from ()
 
 
+_ENDED = pa.schema([pa.field("why", pa.string())])
+
+
 def _run_posting_failure(unit: SharedSlot) -> None:
-    error, refused = None, False
+    error, refused, why = None, False, None
     try:
-        unit.work(unit.slot)
+        why = unit.work(unit.slot)
     except BaseException as exc:  # noqa: BLE001 - the bridge's driver raises it; the neighbours go on
         system, cause = root_cause(exc)
         error, refused = (f"{system}: {cause}" if system else cause), is_record_refused(exc)
-    post_slot_end(unit.client_config, unit.group, unit.where, unit.stream_id, unit.slot, error, refused)
+    post_slot_end(unit.client_config, unit.group, unit.where, unit.stream_id, unit.slot, error, refused, why)
 
 
 def _slot_group(consumer_group: str, slot: int) -> str:
@@ -79,14 +82,14 @@ def _slot_group(consumer_group: str, slot: int) -> str:
 
 
 def post_slot_end(client_config: dict, group: str, where: tuple[str, int], stream_id: str, slot: int,
-                  error: str | None, refused: bool = False) -> None:
-    """A slot of a shared job ended (its lease ended it, or `error`; `refused`: the error is a poison record's, see
-    RecordRefused): said in the slot's own group of the bridge, at its lease partition, so that neither a
-    neighbour's post nor the lease's beat overwrites it."""
+                  error: str | None, refused: bool = False, why: str | None = None) -> None:
+    """A slot of a shared job ended (its lease ended it, saying `why`, or `error`; `refused`: the error is a poison
+    record's, see RecordRefused): said in the slot's own group of the bridge, at its lease partition, so that neither
+    a neighbour's post nor the lease's beat overwrites it."""
     consumer = group_committer(client_config, _slot_group(group, slot))
     try:
         metadata = json.dumps({"stream": stream_id, "error": error[:_MAX_ERROR_CHARS] if error else None,
-                               "refused": refused})
+                               "refused": refused, "why": why[:_MAX_ERROR_CHARS] if why else None})
         # The offset only has to move: milliseconds since the epoch.
         consumer.commit(offsets=[TopicPartition(*where, int(time.time() * 1000), metadata=metadata)],
                         asynchronous=False)
@@ -109,9 +112,10 @@ class SlotEnds:
         self._consumers = [group_committer(client_config, _slot_group(group, slot)) for slot in range(slots)]
         self._where = TopicPartition(*where)
 
-    def read(self, stream_id: str) -> tuple[int, BaseException | None]:
-        """(slots ended, the first failure) as Kafka holds them now; Kafka away for a moment: none seen."""
-        ended, failure = 0, None
+    def read(self, stream_id: str) -> tuple[int, BaseException | None, str | None]:
+        """(slots ended, the first failure, why the first slot that ended without one did) as Kafka holds them now;
+        Kafka away for a moment: none seen."""
+        ended, failure, why = 0, None, None
         for consumer in self._consumers:
             try:
                 [tp] = consumer.committed([self._where], timeout=5)
@@ -122,7 +126,8 @@ class SlotEnds:
                 ended += 1
                 if failure is None and posted.get("error"):
                     failure = (SlotRefused if posted.get("refused") else SlotFailed)(posted["error"])
-        return ended, failure
+                why = why or posted.get("why")
+        return ended, failure, why
 
     def close(self) -> None:
         for consumer in self._consumers:

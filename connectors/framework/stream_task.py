@@ -65,10 +65,10 @@ class StreamCommitRefused(RuntimeError):
 
 
 def stream_partitions(settings: StreamSettings, assignments: list[list[tuple[str, int, int]]], deliver: Deliver,
-                      slot: int) -> None:
+                      slot: int) -> str | None:
     """One slot of the stream (stream_slots.py): `assignments[slot]` holds its (topic, partition, offset) starts.
-    It runs until the deadline, or until its lease ends it."""
-    _Stream(settings, assignments[slot], deliver).run()
+    It runs until the deadline, or until its lease ends it; returns why its lease did (None: the deadline)."""
+    return _Stream(settings, assignments[slot], deliver).run()
 
 
 class _Stream:
@@ -105,7 +105,7 @@ class _Stream:
                 if commit.landed is not None:
                     self.landed[key] = commit.landed
 
-    def run(self) -> None:
+    def run(self) -> str | None:
         """Gathers the next round while the one before is delivered (one in flight: its acks do not hold up what
         arrives meanwhile), and commits what was acknowledged every `commit_every_s`, or at once when idle."""
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.positions.items()])
@@ -131,6 +131,7 @@ class _Stream:
             finally:
                 lease.close()
                 self.consumer.close()
+        return lease.why_not
 
     def _settle(self) -> None:
         """Waits for the round in flight, if any, and moves the positions past it (its failure fails the task)."""

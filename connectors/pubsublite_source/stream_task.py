@@ -31,9 +31,10 @@ _READ_AHEAD = 4
 
 
 def stream_lite_partitions(settings: ReportingTaskSettings, assignments: list[list[tuple[int, int]]],
-                           slot: int) -> None:
-    """One slot of the stream (stream_slots.py): `assignments[slot]` holds its (Lite partition, cursor) starts."""
-    _LiteStream(settings, slot, assignments[slot]).run()
+                           slot: int) -> str | None:
+    """One slot of the stream (stream_slots.py): `assignments[slot]` holds its (Lite partition, cursor) starts.
+    Returns why its lease ended it (None: its deadline)."""
+    return _LiteStream(settings, slot, assignments[slot]).run()
 
 
 class _LiteStream:
@@ -52,7 +53,7 @@ class _LiteStream:
         self.filtered_before = int(self.counts.get("filtered", 0))
         self._reported = self._report()  # what the run has from this stream (a resumed cursor is news)
 
-    def run(self) -> None:
+    def run(self) -> str | None:
         settings = self.settings
         lease = settings.lease_watcher(settings.task.kafka_client_config)
         try:
@@ -60,6 +61,7 @@ class _LiteStream:
         finally:
             lease.close()
             self.poster.close()
+        return lease.why_not
 
     def _report(self) -> dict:
         writers = {id(writer): writer for writer in self.writers.values()}.values()

@@ -149,3 +149,41 @@ def test_a_batchs_records_end_at_the_first_look_that_finds_the_lease_gone():
     leased = spark_read._while_leased(iter(batches), _Lease(holds_for=3).holds)
     assert [b.column(0)[0].as_py() for b in leased] == [0, 1, 2, 3]
     assert len(list(spark_read._while_leased(iter(batches), _Lease(holds_for=100).holds))) == 10
+
+
+class _Link:
+    """A task's link to its run (run_liveness.LivenessLink): connected or not, the run's process alive or gone."""
+
+    def __init__(self, linked: bool):
+        self.linked, self.ended = linked, False
+
+    def gone(self) -> bool:
+        return self.linked and self.ended
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_task_linked_to_its_live_run_rides_out_late_beats_and_stops_at_once_when_the_run_goes(kafka):
+    """A run paused or starved of CPU beats late while its process lives: a linked task waits the linked lapse, not
+    the 0.7 s that made a paused host run's thirty streams restart (and starve its beat again); the run's end is
+    still seen at once through the link, and a task whose link never connected goes by the short lapse."""
+    group, clock = kafka
+    link = _Link(linked=True)
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", link=link)
+    assert _watch(group, clock, watcher, 1, beating=True) is None
+    assert _watch(group, clock, watcher, stream_lease.LINKED_LAPSE_S - 1, beating=False) is None  # a paused run
+    assert _watch(group, clock, watcher, 1, beating=True) is None  # its beats are back
+    let_go = _watch(group, clock, watcher, 30, beating=False)
+    assert let_go is not None and let_go <= stream_lease.LINKED_LAPSE_S + 2 * BEAT_S
+    assert watcher.why_not.startswith("the run has not renewed its lease")
+
+    link = _Link(linked=True)
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", link=link)
+    link.ended = True
+    assert _watch(group, clock, watcher, 1, beating=True) == pytest.approx(BEAT_S)
+    assert watcher.why_not.startswith("its run is gone")
+
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", link=_Link(linked=False))
+    let_go = _watch(group, clock, watcher, 5, beating=False)
+    assert let_go is not None and let_go <= LAPSE_S + 2 * BEAT_S

@@ -85,3 +85,30 @@ def test_progress_made_resets_the_count_and_the_clock():
     stream._progress_made()
     assert stream._restarts_without_progress == 0
     assert stream._restart_if_stalled(500, lambda: True) is None
+
+
+class _EndedJob(_Job):
+    """A job whose tasks ended through their lease, saying why (or not)."""
+
+    def __init__(self, why: str | None):
+        super().__init__()
+        self.ended, self.why = True, why
+
+    def failure(self) -> None:
+        return None
+
+    def ended_because(self) -> str | None:
+        return self.why
+
+
+@pytest.mark.parametrize("why, said", [
+    ("the run has not renewed its lease for 0.8 s", "its tasks ended: the run has not renewed its lease for 0.8 s"),
+    (None, "its tasks ended"),
+])
+def test_a_job_whose_tasks_ended_is_started_again_saying_why_their_lease_ended_them(why, said):
+    from connectors.framework.leased_job import RESTARTED
+
+    stream = _Stream()
+    stream._job = _EndedJob(why)
+    assert stream._restart_after_failure() == f"{RESTARTED}: {said}"
+    assert stream.starts == 1
