@@ -58,3 +58,47 @@ def test_a_commit_window_adds_bucket_counts_bucket_by_bucket():
     values = window.commit(now=1.0).values
     assert values["records_read"] == 5
     assert values["delivery_latency"] == {"latency_le_50ms": 3, "latency_le_100ms": 2, "latency_ms_sum": 230}
+
+
+def _records(rows: list[tuple[str, int, bytes | None, bytes | None, int | None]]) -> pa.RecordBatch:
+    topics, partitions, keys, values, stamps = (list(column) for column in zip(*rows))
+    return pa.RecordBatch.from_pydict(
+        {"topic": topics, "partition": pa.array(partitions, pa.int32()), "offset": list(range(len(rows))),
+         "timestamp_ms": pa.array(stamps, pa.int64()), "timestampType": pa.array([0] * len(rows), pa.int32()),
+         "key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())},
+        schema=pa.schema([f for f in RECORD_SCHEMA if f.name != "headers"]))
+
+
+def test_a_few_rows_are_counted_row_by_row_as_many_are_by_column(monkeypatch):
+    """An always-on round of a few records is read and its latency counted in Python (fixed Arrow and numpy calls
+    cost more than such a round): the same counts, bytes and buckets as the column-wise path, over one partition and
+    several, with null keys, values and timestamps."""
+    from connectors.framework import latency, sink_tally
+
+    now = 1_000_000
+    one = [("t", 0, None, b"a" * 10, now - 40), ("t", 0, b"k", None, now - 120), ("t", 0, b"kk", b"v", None)]
+    several = [*one, ("u", 1, b"x", b"yy", now - 3_000), ("t", 1, None, b"z", -1), ("u", 1, None, None, now + 5)]
+
+    def summed(rows: list) -> dict:
+        tally = SinkTally("b", ErrorHandlingKeys.model_validate({}), {})
+        touched = tally.read_batch(_records(rows))
+        summary = {(r["topic"], r["partition"]): r for r in tally.summary().to_pylist()}
+        return {"touched": sorted((c.records, c.bytes) for c in touched), "summary": summary,
+                "latency": latency.latency_counts([pa.array([s for *_, s in rows], pa.int64())], now)}
+
+    for rows in (one, several):
+        by_rows = summed(rows)
+        monkeypatch.setattr(sink_tally, "READ_IN_PYTHON_BELOW", 0)
+        monkeypatch.setattr(latency, "COUNT_IN_PYTHON_BELOW", 0)
+        by_columns = summed(rows)
+        monkeypatch.undo()
+        assert by_rows["touched"] == by_columns["touched"]
+        assert by_rows["latency"] == by_columns["latency"]
+        assert by_rows["summary"].keys() == by_columns["summary"].keys()
+        for where, row in by_rows["summary"].items():  # the buckets of a summary count from its own time
+            assert {k: v for k, v in row.items() if not k.startswith("latency_")} == \
+                {k: v for k, v in by_columns["summary"][where].items() if not k.startswith("latency_")}
+            assert sum(v for k, v in row.items() if k.startswith("latency_le_") or k.startswith("latency_over_")) == \
+                sum(v for k, v in by_columns["summary"][where].items()
+                    if k.startswith("latency_le_") or k.startswith("latency_over_"))
+    assert summed(several)["latency"]["latency_le_50ms"] == 2 and summed(several)["latency"][SUM_FIELD] == 3_160
