@@ -35,7 +35,7 @@ def run_slots(work: SlotWork, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.
     """The body of a stream's own job (mapInArrow over slot numbers): a slot's failure fails its task."""
     for batch in batches:
         for slot in batch.column(0).to_pylist():
-            yield pa.RecordBatch.from_pydict({"why": [work(slot)]}, schema=_ENDED)
+            yield pa.RecordBatch.from_pydict({"why": pa.array([work(slot)], pa.string())})
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,6 @@ def run_shared(tasks: list[list[SharedSlot]], batches: Iterator[pa.RecordBatch])
                 thread.join()
     yield from ()
 
-
-_ENDED = pa.schema([pa.field("why", pa.string())])
 
 
 def _run_posting_failure(unit: SharedSlot) -> None:
