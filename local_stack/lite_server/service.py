@@ -274,13 +274,19 @@ def subscriber_handlers(store: LiteStore) -> grpc.GenericRpcHandler:
 class _Member:
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     current: tuple = ()
+    held: frozenset = frozenset()
     awaiting_ack: bool = False
-    pending: tuple | None = None
     sent: bool = False
 
 
 class AssignmentGroups:
-    """Subscribers of one subscription share its partitions evenly; a new assignment waits for the ack."""
+    """Subscribers of one subscription share its partitions evenly.
+
+    A member's next assignment waits for its ack of the last one, and a partition goes to its new member only
+    once the member that had it acked an assignment without it (or left): the client acks after it stopped
+    reading the partitions taken away and flushed their commits, so the new member starts at the committed
+    cursor of every message the old one acked, and none of them arrives twice.
+    """
 
     def __init__(self, store: LiteStore):
         self._store = store
@@ -300,12 +306,11 @@ class AssignmentGroups:
         if group:
             self._rebalance(subscription)
 
-    def ack(self, member: _Member) -> None:
+    def ack(self, subscription: str, member: _Member) -> None:
         if not member.awaiting_ack:
             raise LiteError(grpc.StatusCode.FAILED_PRECONDITION, "Acknowledged an assignment that was not sent.")
-        member.awaiting_ack = False
-        if member.pending is not None:
-            self._send(member, member.pending)
+        member.awaiting_ack, member.held = False, frozenset(member.current)
+        self._rebalance(subscription)
 
     def _rebalance(self, subscription: str) -> None:
         topic = self._store.topic(self._store.subscription(subscription).topic)
@@ -316,34 +321,32 @@ class AssignmentGroups:
             shares[ids[partition % len(ids)]].append(partition)
         for client_id, partitions in shares.items():
             member = group[client_id]
-            wanted = tuple(partitions)
             if member.awaiting_ack:
-                member.pending = wanted
-            elif wanted != member.current or not member.sent:
-                self._send(member, wanted)
-
-    @staticmethod
-    def _send(member: _Member, partitions: tuple) -> None:
-        member.current, member.pending, member.awaiting_ack, member.sent = partitions, None, True, True
-        member.queue.put_nowait(partitions)
+                continue  # its ack rebalances again
+            held_by_others = set().union(*(other.held for other in group.values() if other is not member))
+            granted = tuple(p for p in partitions if p not in held_by_others)
+            if granted != member.current or not member.sent:
+                member.current, member.held = granted, member.held | frozenset(granted)
+                member.awaiting_ack = member.sent = True
+                member.queue.put_nowait(granted)
 
 
 def assignment_handlers(store: LiteStore) -> grpc.GenericRpcHandler:
     groups = AssignmentGroups(store)
     PartitionAssignment = _pb(types.PartitionAssignment)
 
-    async def read_acks(requests, member: _Member):
+    async def read_acks(requests, subscription: str, member: _Member):
         async for request in requests:
             if request.WhichOneof("request") != "ack":
                 raise LiteError(grpc.StatusCode.INVALID_ARGUMENT, "Only acks follow the initial request.")
-            groups.ack(member)
+            groups.ack(subscription, member)
         member.queue.put_nowait(None)
 
     async def assign_partitions(requests, context):
         initial = await _first(requests, "initial")
         store.subscription(initial.subscription)
         member = groups.join(initial.subscription, initial.client_id)
-        reader = asyncio.create_task(read_acks(requests, member))
+        reader = asyncio.create_task(read_acks(requests, initial.subscription, member))
         try:
             while True:
                 getter = asyncio.ensure_future(member.queue.get())

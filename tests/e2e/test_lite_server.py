@@ -4,10 +4,12 @@ async, partition assignment, cursors, seek, flow control, retention and restarts
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 from google.api_core import exceptions
@@ -31,8 +33,9 @@ def _kwargs(path):
     return lite_connection().client_kwargs(path.location.region)
 
 
-def _receive(subscription, count: int, clients: int = 1, timeout_s: float = 30) -> list[list]:
-    """Messages each of `clients` high-level subscribers got (acked) until `count` arrived in all."""
+@contextlib.contextmanager
+def _subscribed(subscription, clients: int = 1) -> Iterator[list[list]]:
+    """Messages each of `clients` high-level subscribers got (and acked) while the block runs."""
     got: list[list] = [[] for _ in range(clients)]
     subscribers = [SubscriberClient(**_kwargs(subscription)) for _ in range(clients)]
     futures = []
@@ -44,13 +47,25 @@ def _receive(subscription, count: int, clients: int = 1, timeout_s: float = 30) 
             message.ack()
 
         futures.append(subscriber.subscribe(subscription, callback, FLOW))
+    try:
+        yield got
+    finally:
+        time.sleep(0.5)  # let acks turn into cursor commits
+        for future, subscriber in zip(futures, subscribers):
+            future.cancel()
+            subscriber.__exit__(None, None, None)
+
+
+def _wait_for(condition, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
-    while sum(map(len, got)) < count and time.monotonic() < deadline:
+    while not condition() and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(0.5)  # let acks turn into cursor commits
-    for future, subscriber in zip(futures, subscribers):
-        future.cancel()
-        subscriber.__exit__(None, None, None)
+
+
+def _receive(subscription, count: int, clients: int = 1) -> list[list]:
+    """Messages each of `clients` high-level subscribers got (acked) until `count` arrived in all."""
+    with _subscribed(subscription, clients) as got:
+        _wait_for(lambda: sum(map(len, got)) >= count)
     return got
 
 
@@ -90,8 +105,17 @@ def test_async_clients_publish_and_receive(stack, unique):
 
 def test_two_subscribers_share_the_partitions(stack, unique):
     topic, subscription = create_lite_topic(f"srv-assign-{unique}", partitions=4)
-    publish_lite(topic, [{"data": f"m{i}".encode(), "ordering_key": f"k{i}"} for i in range(200)])
-    first, second = _receive(subscription, 200, clients=2)
+    with _subscribed(subscription, clients=2) as got:
+        # Probes until both subscribers read: the assignment has settled, so no partition changes hands (and
+        # redelivers what was read but not yet committed) while the messages below arrive.
+        probes = 0
+        while not all(got) and probes < 100:
+            publish_lite(topic, [{"data": f"probe{probes}".encode(), "ordering_key": f"p{probes}"}])
+            probes += 1
+            time.sleep(0.2)
+        publish_lite(topic, [{"data": f"m{i}".encode(), "ordering_key": f"k{i}"} for i in range(200)])
+        _wait_for(lambda: sum(1 for received in got for m in received if m.data.startswith(b"m")) >= 200)
+    first, second = ([m for m in received if m.data.startswith(b"m")] for received in got)
     assert sorted(m.data for m in first + second) == sorted(f"m{i}".encode() for i in range(200))
     # Messages of one key come from one partition, so no key reaches both subscribers.
     assert not {m.ordering_key for m in first} & {m.ordering_key for m in second}
