@@ -12,7 +12,6 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connectors.arrow_rows import rows_batch
 from connectors.config.common import ErrorHandlingKeys
 from connectors.kafka.dead_letter import DeadLetterQueue
 from connectors.framework.latency import LATENCY_FIELDS, latency_counts
@@ -153,8 +152,9 @@ class SinkTally:
             if len(named) < REFUSALS_NAMED:
                 named.append(str(refused))
 
-    def summary(self) -> pa.RecordBatch:
-        """The task's counts per partition; called once its records were delivered (or dead-lettered)."""
+    def summary(self) -> list[dict]:
+        """The task's counts per partition, a row each (SUMMARY_SCHEMA); called once its records were delivered (or
+        dead-lettered)."""
         now_ms = time.time_ns() // 1_000_000
         rows = []
         for (topic, partition), counts in self._counts.items():
@@ -164,7 +164,7 @@ class SinkTally:
                          **latency_counts(self._sent.get((topic, partition), []), now_ms),
                          "refusals": "\n".join(self._refusals.get((topic, partition), [])),
                          "landed_source": landed_source, "landed_target": landed_target})
-        return rows_batch(rows, SUMMARY_SCHEMA)
+        return rows
 
 
 class TalliedBatch:

@@ -62,7 +62,7 @@ class TallySettings:
 
 
 def write_records(tally_settings: TallySettings, open_writer: OpenWriter, batches: Iterator[pa.RecordBatch],
-                  keep_going: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
+                  keep_going: Callable[[], bool] | None = None) -> Iterator[list[dict]]:
     """A task's records through its sink's writer: yields the task's summary only after the destination (or the
     dead-letter topic) acknowledged every record, so that the driver records offsets only for delivered data.
     `keep_going` is the task's lease (SinkWriter.keep_going)."""

@@ -17,6 +17,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql import Row, SparkSession
 
+from connectors.arrow_rows import rows_batch
 from connectors.kafka.admin import PartitionRange
 from connectors.framework.batch_lease import BatchLease, held_batch_lease, watching
 from connectors.kafka.connection import KafkaConnection, group_committer
@@ -28,8 +29,10 @@ __all__ = ["BatchProgress", "Deliver", "deliver_offset_ranges", "split_ranges"]
 
 # Takes a task's records (Arrow batches of range_reader.RECORD_SCHEMA) and whether the task may go on (a batch's lease,
 # which a delivery waiting on its destination may ask: SinkWriter.keep_going; None for a stream's), and yields its
-# summary rows, only once the destination has acknowledged every record it was handed.
-Deliver = Callable[[Iterator[pa.RecordBatch], Callable[[], bool] | None], Iterator[pa.RecordBatch]]
+# summary rows (a list of dicts at a time), only once the destination has acknowledged every record it was handed.
+# Rows, not Arrow: an always-on stream reads them in the same process, where an Arrow batch of a round's one or two
+# rows, made and read again, was a quarter of a two-record round's CPU; a batch's task makes them Arrow for Spark.
+Deliver = Callable[[Iterator[pa.RecordBatch], Callable[[], bool] | None], Iterator[list[dict]]]
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,8 @@ def deliver_offset_ranges(
     with held_batch_lease(connection.librdkafka_config(), consumer_group,
                           (ranges[0].topic, ranges[0].partition)) as lease:
         tasks = spark.range(0, len(pieces), 1, len(pieces))
-        return tasks.mapInArrow(functools.partial(_read_and_deliver, settings, pieces, deliver, progress, lease),
-                                summary_schema).collect()
+        return tasks.mapInArrow(functools.partial(_read_and_deliver, settings, pieces, deliver, progress, lease,
+                                                  summary_schema), summary_schema).collect()
 
 
 def split_ranges(ranges: list[PartitionRange], at_least: int) -> list[tuple[PartitionRange, bool]]:
@@ -88,7 +91,7 @@ def split_ranges(ranges: list[PartitionRange], at_least: int) -> list[tuple[Part
 
 
 def _read_and_deliver(settings: ReaderSettings, pieces: list[tuple[PartitionRange, bool]], deliver: Deliver,
-                      progress: BatchProgress | None, lease: BatchLease,
+                      progress: BatchProgress | None, lease: BatchLease, summary_schema: str,
                       task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     ids = [i for batch in task_ids for i in batch.column(0).to_pylist()]
     mine = [pieces[i][0] for i in ids]
@@ -102,9 +105,11 @@ def _read_and_deliver(settings: ReaderSettings, pieces: list[tuple[PartitionRang
         # Progress is committed only by a partition's first piece: a later piece's end, committed while an earlier
         # piece is still on its way, would skip that piece's rest after a kill.
         if progress is None or not all(pieces[i][1] for i in ids):
-            yield from deliver(records, keep_going)
+            summaries = deliver(records, keep_going)
         else:
-            yield from _deliver_in_parts(settings, progress, functools.partial(deliver, keep_going=keep_going), records)
+            summaries = _deliver_in_parts(settings, progress, functools.partial(deliver, keep_going=keep_going), records)
+        for rows in summaries:
+            yield rows_batch(rows, summary_schema)
 
 
 def _while_leased(source: Iterator[pa.RecordBatch], keep_going: Callable[[], bool]) -> Iterator[pa.RecordBatch]:
@@ -116,8 +121,8 @@ def _while_leased(source: Iterator[pa.RecordBatch], keep_going: Callable[[], boo
 
 
 def _deliver_in_parts(settings: ReaderSettings, progress: BatchProgress,
-                      deliver: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-                      records: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                      deliver: Callable[[Iterator[pa.RecordBatch]], Iterator[list[dict]]],
+                      records: Iterator[pa.RecordBatch]) -> Iterator[list[dict]]:
     """`deliver` over a part at a time, committing where each acknowledged part ends (BatchProgress)."""
     committer = group_committer(settings.client_config, progress.group)
     counts: dict[tuple[str, int], dict[str, int]] = {}
@@ -125,7 +130,7 @@ def _deliver_in_parts(settings: ReaderSettings, progress: BatchProgress,
         while True:
             part = _Part(records, progress.every_s)
             summaries = list(deliver(part))  # returns once the target acknowledged the whole part
-            for row in (r for batch in summaries for r in batch.to_pylist()):
+            for row in (r for rows in summaries for r in rows):
                 totals = counts.setdefault((row["topic"], row["partition"]), dict.fromkeys(COUNTERS, 0))
                 for name in COUNTERS:
                     totals[name] += row[name]

@@ -182,8 +182,8 @@ class _Stream:
 
     def _acknowledged(self, delivered: Future, ends: dict[tuple[str, int], int]) -> None:
         """Waits for a round's delivery (its failure fails the task) and moves the positions past it."""
-        for summary in delivered.result():
-            for row in summary.to_pylist():
+        for rows in delivered.result():
+            for row in rows:
                 key = (row["topic"], row["partition"])
                 counts = self.counts[key]
                 for name in self.settings.counters:

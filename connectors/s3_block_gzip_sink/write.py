@@ -15,7 +15,6 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
-from connectors.arrow_rows import rows_batch
 from connectors.kafka.dead_letter import DeadLetterQueue
 from connectors.kafka.record import KafkaRecord
 from connectors.s3_block_gzip_sink.block_gzip import BlockGzipWriter
@@ -43,7 +42,7 @@ class _OpenFile:
 
 def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, kafka_client_config: dict[str, str],
                           bridge_name: str, batches: Iterator[pa.RecordBatch],
-                          keep_going: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
+                          keep_going: Callable[[], bool] | None = None) -> Iterator[list[dict]]:
     # `keep_going` is not asked: an archive task's writes are one S3 request each, with nothing queued behind them.
     s3 = s3_client(cfg, outage_timeout_s)
     dead_letters: DeadLetterQueue | None = None  # opened on the first dead letter only
@@ -124,5 +123,4 @@ def archive_arrow_batches(cfg: S3BlockGzipSinkConfig, outage_timeout_s: float, k
             f.handle.close()
             os.unlink(f.path)
 
-    rows = [{"topic": t, "partition": p, **s} for (t, p), s in stats.items()]
-    yield rows_batch(rows, SUMMARY_SCHEMA)
+    yield [{"topic": t, "partition": p, **s} for (t, p), s in stats.items()]

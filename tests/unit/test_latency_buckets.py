@@ -34,7 +34,7 @@ def test_the_tally_counts_every_partitions_records_when_it_sums_up():
          "timestamp_ms": sent_ms, "timestampType": pa.array([0, 0, 0], pa.int32()), "key": [None, None, None],
          "value": [b"a", b"b", b"c"]}, schema=pa.schema([f for f in RECORD_SCHEMA if f.name != "headers"]))
     tally.read_batch(batch)
-    rows = {(r["topic"], r["partition"]): r for r in tally.summary().to_pylist()}
+    rows = {(r["topic"], r["partition"]): r for r in tally.summary()}
     assert {key: row["latency_over_300000ms"] for key, row in rows.items()} == {("t", 0): 1, ("t", 1): 1, ("u", 0): 1}
     assert all(row["latency_le_50ms"] == 0 for row in rows.values())
 
@@ -82,7 +82,7 @@ def test_a_few_rows_are_counted_row_by_row_as_many_are_by_column(monkeypatch):
     def summed(rows: list) -> dict:
         tally = SinkTally("b", ErrorHandlingKeys.model_validate({}), {})
         touched = tally.read_batch(_records(rows))
-        summary = {(r["topic"], r["partition"]): r for r in tally.summary().to_pylist()}
+        summary = {(r["topic"], r["partition"]): r for r in tally.summary()}
         return {"touched": sorted((c.records, c.bytes) for c in touched), "summary": summary,
                 "latency": latency.latency_counts([pa.array([s for *_, s in rows], pa.int64())], now)}
 
@@ -95,6 +95,9 @@ def test_a_few_rows_are_counted_row_by_row_as_many_are_by_column(monkeypatch):
         assert by_rows["touched"] == by_columns["touched"]
         assert by_rows["latency"] == by_columns["latency"]
         assert by_rows["summary"].keys() == by_columns["summary"].keys()
+        # Plain Python values on both paths: a stream adds them up and commits them as JSON, with no Arrow between.
+        for summary in (by_rows["summary"], by_columns["summary"]):
+            assert all(type(v) in (int, str, type(None)) for row in summary.values() for v in row.values())
         for where, row in by_rows["summary"].items():  # the buckets of a summary count from its own time
             assert {k: v for k, v in row.items() if not k.startswith("latency_")} == \
                 {k: v for k, v in by_columns["summary"][where].items() if not k.startswith("latency_")}

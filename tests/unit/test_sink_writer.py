@@ -56,8 +56,8 @@ def _settings(**keys) -> TallySettings:
     return TallySettings("bridge", ErrorHandlingKeys.model_validate(keys), {})
 
 
-def _summary(rows: list[pa.RecordBatch]) -> dict[int, dict]:
-    return {row["partition"]: row for batch in rows for row in batch.to_pylist()}
+def _summary(summaries: list[list[dict]]) -> dict[int, dict]:
+    return {row["partition"]: row for rows in summaries for row in rows}
 
 
 def test_every_batch_is_put_then_flushed_before_the_summary():

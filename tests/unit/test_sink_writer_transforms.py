@@ -59,7 +59,7 @@ def test_dropped_records_are_counted_and_the_rest_keep_their_topic_with_the_chai
     assert put.num_rows == batch.num_rows - tombstones and put.column("value").null_count == 0
     assert set(put.column("topic").to_pylist()) == {"t"}  # the router's name does not reach a fixed target
     assert all(h[-1] == {"key": "source", "value": b"kafka"} for h in put.column("headers").to_pylist())
-    rows = summary.to_pylist()
+    rows = summary
     assert sum(r["records"] for r in rows) == batch.num_rows
     assert sum(r["skipped"] for r in rows) == tombstones
     assert sum(r["published"] for r in rows) == batch.num_rows - tombstones
@@ -96,7 +96,7 @@ def test_a_batch_the_chain_drops_whole_never_reaches_the_writer():
     [summary] = write_records(TallySettings("b", ErrorHandlingKeys.model_validate({}), {}, chain), open_writer,
                               iter([batch]))
     assert writers[0].put_batches == []
-    assert sum(r["skipped"] for r in summary.to_pylist()) == batch.num_rows
+    assert sum(r["skipped"] for r in summary) == batch.num_rows
 
 
 def test_records_a_timestamp_router_cannot_route_go_through_errors_tolerance():
@@ -123,7 +123,7 @@ def test_records_a_timestamp_router_cannot_route_go_through_errors_tolerance():
 
     tolerant = ErrorHandlingKeys.model_validate({"errors.tolerance": "all"})
     [summary] = write_records(TallySettings("b", tolerant, {}, chain), open_writer, iter([batch]))
-    rows = summary.to_pylist()
+    rows = summary
     assert sum(r["records"] for r in rows) == batch.num_rows
     assert sum(r["skipped"] for r in rows) == sum(tombstone)
     assert sum(r["failed_dropped"] for r in rows) == sum(untimed) > 0
