@@ -4,19 +4,14 @@ import pytest
 from google.cloud.pubsublite_v1 import types
 
 from local_stack.lite_server.service import AssignmentGroups
-from local_stack.lite_server.store import LiteStore
+from tests.unit.lite_store import PARENT, store_with_topic
 
-PARENT = "projects/p/locations/us-central1-a"
 SUBSCRIPTION = f"{PARENT}/subscriptions/s"
 
 
 @pytest.fixture
 def groups(tmp_path):
-    store = LiteStore(tmp_path / "lite.sqlite")
-    topic = types.Topic.pb()()
-    topic.partition_config.count = 4
-    topic.retention_config.per_partition_bytes = 10**9
-    store.create_topic(PARENT, "t", topic)
+    store = store_with_topic(tmp_path, 4)
     subscription = types.Subscription.pb()(topic=f"{PARENT}/topics/t")
     store.create_subscription(PARENT, "s", subscription, skip_backlog=False)
     return AssignmentGroups(store)

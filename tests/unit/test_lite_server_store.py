@@ -5,18 +5,13 @@ import pytest
 from google.cloud.pubsublite_v1 import types
 
 from local_stack.lite_server.store import LiteError, LiteStore
+from tests.unit.lite_store import PARENT, store_with_topic
 
-PARENT = "projects/p/locations/us-central1-a"
 
 
 @pytest.fixture
 def store(tmp_path):
-    store = LiteStore(tmp_path / "lite.sqlite")
-    topic = types.Topic.pb()()
-    topic.partition_config.count = 2
-    topic.retention_config.per_partition_bytes = 10**9
-    store.create_topic(PARENT, "t", topic)
-    return store
+    return store_with_topic(tmp_path, 2)
 
 
 def messages(*datas):
