@@ -18,7 +18,6 @@ from dagster import (
 )
 
 from asset_metadata import as_metadata, recorded_position
-from bridge_assets.continuous_run import ContinuousRun
 from bridge_assets.failures import failure_line
 from bridge_assets.lineage import BridgeEnds
 from connectors.endpoints import Endpoint
@@ -177,6 +176,10 @@ def _continuous_assets(host: str | None, members: list[Bridge],
             from sensors.switches import switched_on
 
             wanted = lambda: switched_on(context.instance, selected)  # noqa: E731
+        # Imported here: the streams' machinery brings Arrow, which a code server (it only builds the
+        # definitions) would otherwise hold for nothing.
+        from bridge_assets.continuous_run import ContinuousRun
+
         ContinuousRun(context, selected, wanted).run()
         # Every commit was recorded as it came (AssetMaterialization events): the step has no outputs to give.
         yield from ()

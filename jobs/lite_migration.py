@@ -4,7 +4,7 @@ tables on the run. The run fails when the verification does not match (messages 
 subscription, a Pub/Sub subscription missing messages)."""
 
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dagster import (
     AssetKey, AssetObservation, Config, Failure, MetadataValue, OpExecutionContext, TableColumn, TableRecord,
@@ -14,15 +14,14 @@ from pydantic import Field, model_validator
 
 from connectors import endpoints
 from connectors.pubsublite_migration import report
-from connectors.pubsublite_migration.kafka_side import KafkaSide
-from connectors.pubsublite_migration.lite_side import LiteSide
-from connectors.pubsublite_migration.migrate import Migration
 from connectors.pubsublite_migration.names import DEFAULT_NAME_FORMAT
-from connectors.pubsublite_migration.pubsub_side import PubSubSide
-from connectors.pubsublite_migration.to_pubsub import PubSubMigration
 from resources.kafka import KafkaResource
 from resources.pubsub import PubSubResource
 from resources.pubsublite import PubSubLiteResource
+
+if TYPE_CHECKING:
+    from connectors.pubsublite_migration.migrate import Migration
+    from connectors.pubsublite_migration.to_pubsub import PubSubMigration
 
 LITE_MIGRATION_JOB = "lite_migration"
 PROGRESS_EVERY_S = 5.0
@@ -87,6 +86,14 @@ class _Progress:
 @op(description="Copy a Lite topic to Kafka or Cloud Pub/Sub, carry its subscriptions' places, and verify")
 def migrate_lite_topic(context: OpExecutionContext, config: LiteMigrationConfig, kafka: KafkaResource,
                        pubsub: PubSubResource, pubsublite: PubSubLiteResource) -> None:
+    # Imported here: the copy's machinery brings Arrow, which a code server (it only builds the definitions) would
+    # otherwise hold for nothing.
+    from connectors.pubsublite_migration.kafka_side import KafkaSide
+    from connectors.pubsublite_migration.lite_side import LiteSide
+    from connectors.pubsublite_migration.migrate import Migration
+    from connectors.pubsublite_migration.pubsub_side import PubSubSide
+    from connectors.pubsublite_migration.to_pubsub import PubSubMigration
+
     lite = LiteSide(pubsublite.connection(), config.topic)
     if config.to == "pubsub":
         side = PubSubSide(pubsub.connection(config.pubsub_endpoint),
@@ -104,7 +111,7 @@ def migrate_lite_topic(context: OpExecutionContext, config: LiteMigrationConfig,
     context.add_output_metadata(metadata)
 
 
-def _to_kafka(context: OpExecutionContext, config: LiteMigrationConfig, migration: Migration,
+def _to_kafka(context: OpExecutionContext, config: LiteMigrationConfig, migration: "Migration",
               asset: AssetKey) -> tuple[dict, bool]:
     with migration:
         plan = migration.plan(config.subscriptions or None, config.group_format)
@@ -122,7 +129,7 @@ def _to_kafka(context: OpExecutionContext, config: LiteMigrationConfig, migratio
     return metadata, all(c.ok for c in checks) and all(g.ok for g in group_checks)
 
 
-def _to_pubsub(context: OpExecutionContext, config: LiteMigrationConfig, migration: PubSubMigration,
+def _to_pubsub(context: OpExecutionContext, config: LiteMigrationConfig, migration: "PubSubMigration",
                asset: AssetKey) -> tuple[dict, bool]:
     plan = migration.plan(config.subscriptions or None, config.subscription_format)
     metadata = {"plan": _table(report.plan_rows(plan)),

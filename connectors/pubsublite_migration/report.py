@@ -3,8 +3,11 @@ job's table metadata alike."""
 
 from __future__ import annotations
 
-from connectors.pubsublite_migration.migrate import GroupCheck, MigrationPlan, PartitionCheck
-from connectors.pubsublite_migration.to_pubsub import PubSubPartitionCheck, PubSubPlan, SubscriptionCheck
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the job's definition imports this module; the copy's machinery only when a run starts
+    from connectors.pubsublite_migration.migrate import GroupCheck, MigrationPlan, PartitionCheck
+    from connectors.pubsublite_migration.to_pubsub import PubSubPartitionCheck, PubSubPlan, SubscriptionCheck
 
 
 def plan_rows(plan: MigrationPlan | PubSubPlan) -> list[dict[str, str]]:

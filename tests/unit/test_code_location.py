@@ -5,6 +5,9 @@ materialize`), and a build asks Pub/Sub and Lite for lineage."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import yaml
 
@@ -64,3 +67,26 @@ def test_a_hosts_snapshot_grows_with_its_members_not_their_square(tmp_path):
     assert not any(name.startswith("hosted_") for name in jobs), jobs
     assert "host_default_job" in jobs
     assert forty < 2.5 * ten, (ten, forty)  # 1.8x here; 4.8x with a job per member
+
+
+def test_building_the_definitions_leaves_arrow_and_pandas_unloaded(tmp_path):
+    # A code server only builds the definitions, and holds for as long as it runs what that imported: Arrow, numpy
+    # and pandas are 82 MB of a process's memory. Runs import them when they move records.
+    path = tmp_path / "bridges.yaml"
+    path.write_text(yaml.safe_dump({"bridges": [
+        {"name": "hosted", "connector": "S3BlockGzipSinkConnector", "config": {"topics": "t", "s3.bucket": "bkt"}},
+        {"name": "alone", "connector": "S3BlockGzipSinkConnector", "continuous": {"host": None},
+         "config": {"topics": "u", "s3.bucket": "bkt"}},
+        {"name": "batches", "connector": "S3BlockGzipSinkConnector", "mode": "batch",
+         "config": {"topics": "v", "s3.bucket": "bkt"}}]}))
+    heavy = ("pyarrow", "numpy", "pandas", "pyspark")
+    probe = ("import sys, bridge_assets\n"
+             "names = {s.key.path[-1] for s in bridge_assets.code_location().resolve_all_asset_specs()}\n"
+             "print(sorted(names))\n"
+             f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "BRIDGES_FILE": str(path)}, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    built, loaded = done.stdout.splitlines()[-2:]
+    assert {"'alone'", "'batches'", "'hosted'"} <= set(built.strip("[]").split(", "))  # the bridges' assets were built
+    assert loaded == "[]"
