@@ -4,6 +4,7 @@ materialize`), and a build asks Pub/Sub and Lite for lineage."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -80,13 +81,12 @@ def test_building_the_definitions_leaves_arrow_and_pandas_unloaded(tmp_path):
         {"name": "batches", "connector": "S3BlockGzipSinkConnector", "mode": "batch",
          "config": {"topics": "v", "s3.bucket": "bkt"}}]}))
     heavy = ("pyarrow", "numpy", "pandas", "pyspark")
-    probe = ("import sys, bridge_assets\n"
-             "names = {s.key.path[-1] for s in bridge_assets.code_location().resolve_all_asset_specs()}\n"
-             "print(sorted(names))\n"
-             f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n")
+    probe = ("import json, sys, bridge_assets\n"
+             "built = [s.key.path[-1] for s in bridge_assets.code_location().resolve_all_asset_specs()]\n"
+             f"print(json.dumps({{'built': built, 'loaded': [m for m in {heavy!r} if m in sys.modules]}}))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "BRIDGES_FILE": str(path)}, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr[-2000:]
-    built, loaded = done.stdout.splitlines()[-2:]
-    assert {"'alone'", "'batches'", "'hosted'"} <= set(built.strip("[]").split(", "))  # the bridges' assets were built
-    assert loaded == "[]"
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert {"alone", "batches", "hosted"} <= set(result["built"])  # the bridges' assets were built
+    assert result["loaded"] == []

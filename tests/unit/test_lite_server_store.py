@@ -8,7 +8,6 @@ from local_stack.lite_server.store import LiteError, LiteStore
 from tests.unit.lite_store import PARENT, store_with_topic
 
 
-
 @pytest.fixture
 def store(tmp_path):
     return store_with_topic(tmp_path, 2)
