@@ -17,6 +17,7 @@ Who a run moves, and what a failure does, depends on who started it:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import queue
@@ -106,6 +107,10 @@ class ContinuousRun:
         self._failed: Failure | None = None
         self._started_once: set[str] = set()
         self._shared: SharedJob | None = None
+        # Check outcomes to report, in order: (asset, evaluations, only those that changed). Reported when no commit
+        # waits: a host's first commits come within a second of each other, and their checks (four reports each on a
+        # fresh instance) held the later bridges' first materializations back by seconds.
+        self._checks_due: collections.deque[tuple[AssetKey, list, bool]] = collections.deque()
 
     def run(self) -> None:
         uses_spark = any("spark" in b.plugin.systems for b in self._bridges.values())
@@ -137,17 +142,21 @@ class ContinuousRun:
         self._start_wanted()
         while self._members or not self._ending():
             try:
-                event = self._events.get(timeout=_LOOK_S)
+                event = self._events.get(block=not self._checks_due, timeout=_LOOK_S)
             except queue.Empty:
                 event = None
             if event is not None:
                 self._handle(*event)
+            elif self._checks_due:
+                self._report_next_checks()
             if self._ending():
                 for member in self._members.values():
                     member.stop.set()
             else:
                 self._start_wanted()
                 self._stop_unwanted()
+        while self._checks_due:
+            self._report_next_checks()
 
     def _ending(self) -> bool:
         if self._stop.is_set() or self._failed is not None or time.monotonic() >= self._deadline:
@@ -294,13 +303,21 @@ class ContinuousRun:
                 evaluations = [e for e in evaluations if e.check == health.LAG_WITHIN_BOUND]
             # Only the checks whose outcome changed: a run's bridges commit every few seconds each, and the writes
             # of every check at every commit were a third of a thirty-bridge run's CPU.
-            health.report_changed(context.instance, key, evaluations)
+            self._checks_due.append((key, evaluations, True))
         if delivered:
             self._retries.pop(bridge.name, None)
 
     def _report_failure(self, bridge: Bridge, cause: str) -> None:
-        with contextlib.suppress(Exception):  # the failure's own line matters more than its check
-            health.report(self._context.instance, AssetKey(bridge.name), [health.failed_batch_evaluation(cause)])
+        self._checks_due.append((AssetKey(bridge.name), [health.failed_batch_evaluation(cause)], False))
+
+    def _report_next_checks(self) -> None:
+        key, evaluations, only_changed = self._checks_due.popleft()
+        with termination_sets(self._stop):  # as for a commit: a termination ends the run after the report
+            if only_changed:
+                health.report_changed(self._context.instance, key, evaluations)
+            else:
+                with contextlib.suppress(Exception):  # a failure's own line matters more than its check
+                    health.report(self._context.instance, key, evaluations)
 
     def _end(self, member: _Member, exc: BaseException | None) -> None:
         bridge, context = member.bridge, self._context

@@ -163,6 +163,36 @@ def test_a_stream_commits_each_interval_it_moved_something_and_once_at_its_end()
     assert "progress reads" in commits[0].line
 
 
+class CountedReads(FakeStream):
+    def __init__(self, time: FakeTime, arrivals: dict[float, int]):
+        super().__init__(time, arrivals)
+        self.reads: list[float] = []
+
+    def progress(self) -> BatchReport:
+        self.reads.append(self.time.now)
+        return super().progress()
+
+
+def test_a_stream_is_read_every_second_until_its_first_records_show_then_every_commit_interval():
+    time = FakeTime()
+    stream = CountedReads(time, {2.5: 100, 4: 50})
+    commits = list(follow(stream, time, commit_interval_ms=5000, max_run_minutes=0.25))
+    assert [c.moved for c in commits][:2] == [100, 50]
+    assert stream.reads[:5] == [1, 2, 3, 8, 13]  # the first records show at 3 s, not at 5 s
+
+
+def test_an_idle_stream_reads_quickly_only_for_its_first_seconds():
+    from bridge_assets.continuous import QUICK_READ_S, QUICK_READS_FOR_S
+
+    time = FakeTime()
+    stream = CountedReads(time, {})
+    recorded_at = [time.now for _ in follow(stream, time, commit_interval_ms=5000, max_run_minutes=1)]
+    assert recorded_at[0] == 5  # where it stands, a commit interval after it opened, as without quick reads
+    quick = int(QUICK_READS_FOR_S / QUICK_READ_S)
+    assert stream.reads[:quick] == [QUICK_READ_S * (i + 1) for i in range(quick)]
+    assert stream.reads[quick:quick + 3] == [QUICK_READS_FOR_S + 5 * (i + 1) for i in range(3)]
+
+
 def test_a_failed_stream_first_commits_what_it_moved_then_raises():
     time = FakeTime()
     stream = FakeStream(time, {0.5: 10, 2.5: 5}, fail_at=2.8)
