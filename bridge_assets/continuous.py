@@ -169,10 +169,9 @@ def follow_stream(
             on_warning(warning)
 
     unreachable_since: float | None = None
-    shown_moving = False
     try:
         while not stop.is_set() and clock() < deadline:
-            quick = not shown_moving and clock() < quick_until
+            quick = clock() < quick_until
             wait(max(0.0, min(quick_s if quick else commit_s, deadline - clock())))
             if stop.is_set():
                 break
@@ -193,7 +192,8 @@ def follow_stream(
             position_only = window.last.position != recorded and (
                 not quick or clock() - window.opened_at >= commit_s)
             if window.moved or position_only:
-                shown_moving = shown_moving or window.moved > 0
+                if window.moved:  # its first records showed: a read every commit interval from now on
+                    quick_until = clock()
                 yield window.commit(clock())
                 recorded, window = window.last.position, CommitWindow(clock(), unit="progress reads")
             stream.raise_if_ended()
