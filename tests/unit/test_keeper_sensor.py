@@ -101,3 +101,20 @@ def test_a_host_whose_bridges_are_all_switched_off_starts_no_run(tmp_path):
         skipped = evaluate(instance, build_host_keeper("fleet", members, "host_fleet_job"))
         assert "every bridge of host fleet is switched off" in skipped.skip_message
         assert switched_on(instance, hosted_bridges(tmp_path, enabled=(False, True))) == {"hosted_1"}
+
+
+def test_a_switch_turned_on_or_off_overrides_its_default_and_a_state_back_at_its_default_does_not(tmp_path):
+    from dagster._core.remote_origin import (GrpcServerCodeLocationOrigin, RemoteInstigatorOrigin,
+                                             RemoteRepositoryOrigin)
+    from dagster._core.scheduler.instigation import InstigatorState, InstigatorStatus, InstigatorType
+
+    members = hosted_bridges(tmp_path, enabled=(False, True, True))
+    repository = RemoteRepositoryOrigin(GrpcServerCodeLocationOrigin(host="localhost", port=4000, location_name="x"),
+                                        "__repository__")
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        # hosted_0 (off by default) turned on, hosted_1 (on by default) turned off, hosted_2 reset to its default
+        for name, status in (("hosted_0_switch", InstigatorStatus.RUNNING), ("hosted_1_switch", InstigatorStatus.STOPPED),
+                             ("hosted_2_switch", InstigatorStatus.DECLARED_IN_CODE)):
+            instance.add_instigator_state(InstigatorState(RemoteInstigatorOrigin(repository, name),
+                                                          InstigatorType.SENSOR, status))
+        assert switched_on(instance, members) == {"hosted_0", "hosted_2"}
