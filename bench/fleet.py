@@ -6,9 +6,11 @@ same bridges in micro-batch mode, a run per batch), while every topic gets `rate
 and run workers; the Spark engine's JVM and its Python workers), steady and idle, the send -> Pub/Sub publish
 time of every record (p50, p99) across the fleet, and how long until every bridge moved its first record, from
 `dagster dev`'s start and from its (first) run's. The emulators are not counted. The same N topics through one Java
-Kafka Connect worker (1.3.3, one connector per topic, tasks.max=1) beside it.
+Kafka Connect worker (1.3.3, one connector per topic, tasks.max=1) beside it. Each fleet size runs `--rounds`
+times, ours and Java's in turn (the order turned around every other round); a row shows the median of its rounds and
+their min-max, and the ratios are of medians.
 
-    python -m bench.fleet [--bridges 1,10,30] [--rate 20] [--seconds 60] [--own-runs] [--batch]
+    python -m bench.fleet [--bridges 1,10,30] [--rate 20] [--seconds 60] [--rounds 3] [--own-runs] [--batch]
     (a stack of its own, like python -m bench)
 """
 
@@ -27,10 +29,11 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
-from bench.common import BENCH_STACK_HOME, bench_stack, fresh_pubsub, write_results
+from bench.common import BENCH_STACK_HOME, alternating_rounds, bench_stack, fresh_pubsub, median_spread, write_results
 from bench.continuous import kafka_producer
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
@@ -316,11 +319,17 @@ def _measure(topics: list[str], subscriptions: list[str], rate: float, seconds: 
     return {"bridges": len(topics), "sent": traffic.sent, **_quantiles(latencies), "steady": steady, "idle": idle}
 
 
+def _describe(row: dict) -> str:
+    return (f"steady {row['steady']['cpu_pct_total']} % of a core, idle {row['idle']['cpu_pct_total']} %, "
+            f"{row['steady']['rss_mb_total']:,} MB, p50 {row['p50_s']} s, p99 {row['p99_s']} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bridges", default="1,10,30")
     parser.add_argument("--rate", type=float, default=20, help="records/s per bridge")
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--rounds", type=int, default=3, help="of each fleet size, the sides in turn")
     parser.add_argument("--no-java", action="store_true")
     parser.add_argument("--own-runs", action="store_true",
                         help="also each bridge in a run of its own (continuous.host: null), beside the hosted fleet")
@@ -328,61 +337,95 @@ def main() -> None:
                         help="also the same bridges in micro-batch mode (a run per batch, started by each sensor)")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "fleet.json"))
     args = parser.parse_args()
-    results: dict = {"rate_per_bridge": args.rate, "seconds": args.seconds, "ours": {}, "ours_own_runs": {},
-                     "ours_batch": {}, "java": {}}
+    results: dict = {"rate_per_bridge": args.rate, "seconds": args.seconds, "rounds": args.rounds, "ours": {},
+                     "ours_own_runs": {}, "ours_batch": {}, "java": {}}
     with bench_stack() as stack:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
         engine_pid = {s.name: s.pid for s in stack.status()}["spark"]
         for count in [int(n) for n in args.bridges.split(",")]:
-            print(f"fleet: {count} bridges, ours ...", flush=True)
-            results["ours"][count] = ours(count, args.rate, args.seconds, remote, engine_pid, "hosted")
-            print(json.dumps(results["ours"][count]), flush=True)
-            for wanted, shape, key, what in ((args.own_runs, "own-runs", "ours_own_runs", "a run each"),
-                                              (args.batch, "batch", "ours_batch", "micro-batch mode")):
+            sides: dict[str, Callable[[int], dict]] = {
+                "ours": lambda _round, n=count: ours(n, args.rate, args.seconds, remote, engine_pid, "hosted")}
+            for wanted, shape, key in ((args.own_runs, "own-runs", "ours_own_runs"), (args.batch, "batch", "ours_batch")):
                 if wanted:
-                    print(f"fleet: {count} bridges, ours, {what} ...", flush=True)
-                    results[key][count] = ours(count, args.rate, args.seconds, remote, engine_pid, shape)
-                    print(json.dumps(results[key][count]), flush=True)
+                    sides[key] = lambda _round, n=count, shape=shape: ours(n, args.rate, args.seconds, remote,
+                                                                           engine_pid, shape)
             if not args.no_java:
-                print(f"fleet: {count} bridges, Java ...", flush=True)
-                results["java"][count] = java(count, args.rate, args.seconds)
-                print(json.dumps(results["java"][count]), flush=True)
+                sides["java"] = lambda _round, n=count: java(n, args.rate, args.seconds)
+            rows = alternating_rounds(args.rounds, sides, lambda line, n=count: print(f"fleet of {n}: {line}",
+                                                                                        flush=True), _describe)
+            for key, side_rows in rows.items():
+                results[key][count] = side_rows
     write_results(Path(args.out), results)
-    print(json.dumps(results, indent=1))
+    print(render(json.loads(Path(args.out).read_text())))
 
+
+def _rounds(results: dict, key: str, count: int) -> list[dict]:
+    """A side's rows at a fleet size, one per round (a file of one round per size holds the row alone)."""
+    rows = (results.get(key) or {}).get(str(count))
+    return [] if not rows else rows if isinstance(rows, list) else [rows]
+
+
+_FIGURES = {  # name -> how a row gives it
+    "steady CPU": lambda r: r["steady"]["cpu_pct_total"], "idle CPU": lambda r: r["idle"]["cpu_pct_total"],
+    "memory": lambda r: r["steady"]["rss_mb_total"], "p99": lambda r: r["p99_s"]}
 
 
 def render(results: dict) -> str:
     """For each fleet size and side: steady and idle CPU and memory of all its processes, send -> publish latency,
-    and how long until every bridge moved."""
+    and how long until every bridge moved, medians (min-max) of the rounds; ours over Java's by the medians."""
     sides = [("ours", "ours, one host"), ("ours_own_runs", "ours, a run each"), ("ours_batch", "ours, micro-batches"),
              ("java", "Java worker")]
-    lines = [f"{results['rate_per_bridge']} records/s per bridge for {results['seconds']} s, one run per row.", "",
+    rounds = results.get("rounds", 1)
+    lines = [f"{results['rate_per_bridge']} records/s per bridge for {results['seconds']} s, "
+             + (f"{rounds} rounds, the sides in turn: medians (min-max)." if rounds > 1 else "one run per row."), "",
              "| bridges | side | steady CPU (% of a core) | idle CPU | steady memory (MB) | p50 | p99 | all moving after "
              "(from `dagster dev`'s start / the run's) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     counts = sorted({int(n) for key, _ in sides for n in (results.get(key) or {})})
+    ratios = []
     for count in counts:
         for key, label in sides:
-            r = (results.get(key) or {}).get(str(count))
-            if not r:
+            rows = _rounds(results, key, count)
+            if not rows:
                 continue
-            moving = f"{r['all_bridges_moving_s']:.1f} s" if r.get("all_bridges_moving_s") is not None else "–"
-            if r.get("all_moving_after_run_start_s") is not None:
-                moving += f" / {r['all_moving_after_run_start_s']:.1f} s"
-            lines.append(f"| {count} | {label} | {r['steady']['cpu_pct_total']} | {r['idle']['cpu_pct_total']} | "
-                         f"{r['steady']['rss_mb_total']:,} | {r['p50_s']:.3f} s | {r['p99_s']:.3f} s | {moving} |")
-    hosted = (results.get("ours") or {}).get(str(counts[-1])) if counts else None
+            moving = median_spread([r["all_bridges_moving_s"] for r in rows], "{:.1f}") + " s" \
+                if rows[0].get("all_bridges_moving_s") is not None else "–"
+            if rows[0].get("all_moving_after_run_start_s") is not None:
+                moving += " / " + median_spread([r["all_moving_after_run_start_s"] for r in rows], "{:.1f}") + " s"
+            lines.append(f"| {count} | {label} | {median_spread([_FIGURES['steady CPU'](r) for r in rows], '{:.1f}')} | "
+                         f"{median_spread([_FIGURES['idle CPU'](r) for r in rows], '{:.1f}')} | "
+                         f"{median_spread([_FIGURES['memory'](r) for r in rows], '{:,.0f}')} | "
+                         f"{median_spread([r['p50_s'] for r in rows], '{:.3f}')} s | "
+                         f"{median_spread([r['p99_s'] for r in rows], '{:.3f}')} s | {moving} |")
+        ours_rows, java_rows = _rounds(results, "ours", count), _rounds(results, "java", count)
+        if ours_rows and java_rows:
+            ratios.append(f"| {count} | " + " | ".join(_ratio(ours_rows, java_rows, figure) for figure in _FIGURES)
+                          + " |")
+    if ratios:
+        lines += ["", "Ours (one host) over the Java worker, by the medians; *overlapping* where the two sides' "
+                  "min-max overlap (the gap is then inside the rounds' spread):", "",
+                  "| bridges | " + " | ".join(_FIGURES) + " |", "| --- |" + " --- |" * len(_FIGURES), *ratios]
+    hosted = _rounds(results, "ours", counts[-1]) if counts else []
     if hosted:
         lines += ["", *_split_lines(counts[-1], hosted)]
     return "\n".join(lines) + "\n"
 
 
-def _split_lines(count: int, row: dict) -> list[str]:
-    """Where one host's CPU and memory go, by process kind, steady and idle."""
+def _ratio(ours_rows: list[dict], java_rows: list[dict], figure: str) -> str:
+    ours_values, java_values = [_FIGURES[figure](r) for r in ours_rows], [_FIGURES[figure](r) for r in java_rows]
+    ratio = statistics.median(ours_values) / statistics.median(java_values)
+    overlap = min(ours_values) <= max(java_values) and min(java_values) <= max(ours_values)
+    return f"{ratio:.2f}x" + (" *overlapping*" if overlap and len(ours_rows) > 1 else "")
+
+
+def _split_lines(count: int, rows: list[dict]) -> list[str]:
+    """Where one host's CPU and memory go, by process kind, steady and idle: the round whose steady CPU is the
+    median's (the lower middle one of an even number)."""
+    row = sorted(rows, key=lambda r: r["steady"]["cpu_pct_total"])[(len(rows) - 1) // 2]
     kinds = sorted(set(row["steady"]["cpu_pct"]) | set(row["idle"]["cpu_pct"]),
-                   key=lambda kind: -row["steady"]["cpu_pct"].get(kind, 0))
-    lines = [f"Where ours goes at {count} bridges on one host, by process (% of a core; MB steady):", "",
+                   key=lambda kind: (-row["steady"]["cpu_pct"].get(kind, 0), kind))  # a tie by name: the same page
+    which = " (the round of the median steady CPU)" if len(rows) > 1 else ""
+    lines = [f"Where ours goes at {count} bridges on one host, by process{which} (% of a core; MB steady):", "",
              "| process | steady CPU | idle CPU | memory (MB) |", "| --- | --- | --- | --- |"]
     for kind in kinds:
         lines.append(f"| {kind} | {row['steady']['cpu_pct'].get(kind, 0)} | {row['idle']['cpu_pct'].get(kind, 0)} | "

@@ -37,7 +37,7 @@ SECTIONS = (
              "continuous_kinesis_pulsar.json", "continuous_archive_stream.json")),
     Section("Always on: the highest rate kept", "sustained", ("sustained.json",)),
     Section("Which long-lived shape on Spark", "streaming_shapes", ("streaming_shapes.json",)),
-    Section("Many always-on bridges", "fleet", ("fleet.json", "fleet_batch.json")),
+    Section("Many always-on bridges", "fleet", ("fleet.json", "fleet_30.json", "fleet_batch.json")),
     Section("A host's bridges beside one that fails", "fleet_failing", ("fleet_failing.json",)),
     Section("How long a killed run's work goes on", "kill_stop", ("kill_stop_stream_link.json", "kill_stop_run_link.json")),
     Section("Exactly once: what it costs in a micro-batch", "exactly_once", ("exactly_once.json",)),

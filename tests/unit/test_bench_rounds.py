@@ -29,3 +29,23 @@ def test_a_fleet_side_is_summarised_by_the_median_and_the_spread_of_its_rounds()
     assert summary["p99_s"] == {"median": 0.13, "min": 0.12, "max": 0.30}
     assert summary["p50_s"]["median"] == 0.06 and summary["max_s"]["max"] == 0.6
     assert summary["steady_cpu_percent"] == {"median": 22.0, "min": 20.0, "max": 25.0}
+
+
+def test_a_fleet_of_several_rounds_shows_medians_spreads_and_the_ratios_of_the_medians():
+    from bench.fleet import render
+
+    def row(steady: float, idle: float, mb: int, p99: float, by_process: dict | None = None) -> dict:
+        split = by_process or {"run workers": steady}
+        return {"p50_s": 0.1, "p99_s": p99, "all_bridges_moving_s": 20.0, "all_moving_after_run_start_s": 6.0,
+                "steady": {"cpu_pct_total": steady, "cpu_pct": split, "rss_mb_total": mb, "rss_mb": {"run workers": mb}},
+                "idle": {"cpu_pct_total": idle, "cpu_pct": {"run workers": idle}}}
+
+    results = {"rate_per_bridge": 20, "seconds": 60, "rounds": 3, "ours": {"30": [
+        row(60.0, 15.0, 1800, 0.3), row(50.0, 14.0, 1900, 0.2, {"run workers": 30.0, "daemon": 20.0}),
+        row(70.0, 16.0, 2000, 0.4)]},
+        "java": {"30": [row(40.0, 3.0, 600, 0.2), row(45.0, 2.0, 900, 0.3), row(55.0, 4.0, 700, 0.25)]}}
+    page = render(results)
+    assert "| 30 | ours, one host | 60.0 (50.0-70.0) | 15.0 (14.0-16.0) | 1,900 (1,800-2,000) |" in page
+    # steady 60 / 45; idle 15 / 3, apart; memory 1,900 / 700; p99 0.3 / 0.25
+    assert "| 30 | 1.33x *overlapping* | 5.00x | 2.71x | 1.20x *overlapping* |" in page
+    assert "| daemon |" not in page  # the split is of the median round (steady 60 %), not of the lowest
