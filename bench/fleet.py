@@ -392,11 +392,11 @@ def render(results: dict) -> str:
                 if rows[0].get("all_bridges_moving_s") is not None else "–"
             if rows[0].get("all_moving_after_run_start_s") is not None:
                 moving += " / " + median_spread([r["all_moving_after_run_start_s"] for r in rows], "{:.1f}") + " s"
-            lines.append(f"| {count} | {label} | {median_spread([_FIGURES['steady CPU'](r) for r in rows], '{:.1f}')} | "
-                         f"{median_spread([_FIGURES['idle CPU'](r) for r in rows], '{:.1f}')} | "
-                         f"{median_spread([_FIGURES['memory'](r) for r in rows], '{:,.0f}')} | "
-                         f"{median_spread([r['p50_s'] for r in rows], '{:.3f}')} s | "
-                         f"{median_spread([r['p99_s'] for r in rows], '{:.3f}')} s | {moving} |")
+            cells = [median_spread([figure(r) for r in rows], fmt) + unit for figure, fmt, unit in (
+                (_FIGURES["steady CPU"], "{:.1f}", ""), (_FIGURES["idle CPU"], "{:.1f}", ""),
+                (_FIGURES["memory"], "{:,.0f}", ""), (lambda r: r["p50_s"], "{:.3f}", " s"),
+                (_FIGURES["p99"], "{:.3f}", " s"))]
+            lines.append(f"| {count} | {label} | {' | '.join(cells)} | {moving} |")
         ours_rows, java_rows = _rounds(results, "ours", count), _rounds(results, "java", count)
         if ours_rows and java_rows:
             ratios.append(f"| {count} | " + " | ".join(_ratio(ours_rows, java_rows, figure) for figure in _FIGURES)
