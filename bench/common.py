@@ -122,9 +122,14 @@ def median_spread(values: list[float], fmt: str = "{:,.0f}") -> str:
     return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
+def ranges_overlap(ours: list[float], reference: list[float]) -> bool:
+    """Whether two sides' min-max over their rounds overlap: then the gap between their medians is noise."""
+    return min(ours) <= max(reference) and min(reference) <= max(ours)
+
+
 def spreads_overlap(ours: dict, reference: dict) -> bool:
-    """Whether two rounds_summary's records/s spreads overlap: then the gap between their medians is noise."""
-    return ours["rate_min"] <= reference["rate_max"] and reference["rate_min"] <= ours["rate_max"]
+    """Whether two rounds_summary's records/s spreads overlap."""
+    return ranges_overlap([ours["rate_min"], ours["rate_max"]], [reference["rate_min"], reference["rate_max"]])
 
 
 def rounds_arguments(description: str, records: int = 1_000_000) -> argparse.ArgumentParser:

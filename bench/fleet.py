@@ -33,7 +33,9 @@ from typing import Callable
 
 import yaml
 
-from bench.common import BENCH_STACK_HOME, alternating_rounds, bench_stack, fresh_pubsub, median_spread, write_results
+from bench.common import (
+    BENCH_STACK_HOME, alternating_rounds, bench_stack, fresh_pubsub, median_spread, ranges_overlap, write_results,
+)
 from bench.continuous import kafka_producer
 from bench.data import PROJECT, kafka_topic, pubsub_topic, unique_name
 from bench.process_memory import TreeCpu
@@ -414,7 +416,7 @@ def render(results: dict) -> str:
 def _ratio(ours_rows: list[dict], java_rows: list[dict], figure: str) -> str:
     ours_values, java_values = [_FIGURES[figure](r) for r in ours_rows], [_FIGURES[figure](r) for r in java_rows]
     ratio = statistics.median(ours_values) / statistics.median(java_values)
-    overlap = min(ours_values) <= max(java_values) and min(java_values) <= max(ours_values)
+    overlap = ranges_overlap(ours_values, java_values)
     return f"{ratio:.2f}x" + (" *overlapping*" if overlap and len(ours_rows) > 1 else "")
 
 

@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from bench.common import alternating_rounds, bench_stack, write_results
+from bench.common import alternating_rounds, bench_stack, ranges_overlap, write_results
 from bench.fleet import ours
 from local_stack.paths import PROJECT_ROOT
 
@@ -63,7 +63,7 @@ def main() -> None:
     result = {"bridges": args.bridges, "rate_per_bridge": args.rate, "seconds": args.seconds, "rounds": args.rounds,
               "summary": summaries, "p99_beside_over_alone": round(beside["median"] / alone["median"], 3),
               # The gap between the medians is noise when the two sides' spreads overlap.
-              "p99_spreads_overlap": alone["min"] <= beside["max"] and beside["min"] <= alone["max"],
+              "p99_spreads_overlap": ranges_overlap([alone["min"], alone["max"]], [beside["min"], beside["max"]]),
               "rows": rows}
     write_results(Path(args.out), result)
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))

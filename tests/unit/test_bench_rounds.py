@@ -1,6 +1,6 @@
 """Benches in rounds: the order of the sides turns around every other round, and each side keeps its rows."""
 
-from bench.common import alternating_rounds, rounds_summary, spreads_overlap
+from bench.common import alternating_rounds, ranges_overlap, rounds_summary, spreads_overlap
 
 
 def test_the_order_turns_around_every_other_round_and_each_side_keeps_its_rows():
@@ -49,3 +49,10 @@ def test_a_fleet_of_several_rounds_shows_medians_spreads_and_the_ratios_of_the_m
     # steady 60 / 45; idle 15 / 3, apart; memory 1,900 / 700; p99 0.3 / 0.25
     assert "| 30 | 1.33x *overlapping* | 5.00x | 2.71x | 1.20x *overlapping* |" in page
     assert "| daemon |" not in page  # the split is of the median round (steady 60 %), not of the lowest
+
+
+def test_two_sides_overlap_when_their_min_max_ranges_share_a_point():
+    assert ranges_overlap([1.0, 3.0, 2.0], [3.0, 5.0])
+    assert ranges_overlap([4.0], [3.0, 5.0])
+    assert not ranges_overlap([1.0, 2.9], [3.0, 5.0])
+    assert not ranges_overlap([5.1, 6.0], [3.0, 5.0])
