@@ -62,7 +62,6 @@ def main() -> None:
     alone, beside = (summaries[side]["p99_s"] for side in SIDES)
     result = {"bridges": args.bridges, "rate_per_bridge": args.rate, "seconds": args.seconds, "rounds": args.rounds,
               "summary": summaries, "p99_beside_over_alone": round(beside["median"] / alone["median"], 3),
-              # The gap between the medians is noise when the two sides' spreads overlap.
               "p99_spreads_overlap": ranges_overlap([alone["min"], alone["max"]], [beside["min"], beside["max"]]),
               "rows": rows}
     write_results(Path(args.out), result)
