@@ -16,7 +16,7 @@ from asset_metadata import recorded_position
 from connectors.plugin import Bridge
 import health
 from jobs import HOST_TAG
-from resources.lease import BridgeLeaseResource, LeaseTiming, current_holder, fence_if_stale
+from resources.lease import BridgeLeaseResource, LeaseTiming, current_holder, fence_stale
 from sensors.backoff import evaluate_with_backoff
 from sensors.switches import switch_name, switched_on
 
@@ -34,10 +34,10 @@ def _run_in_flight(context: SensorEvaluationContext, job_name: str, bridges: lis
                    bridge_lease: BridgeLeaseResource, whose: str = "this bridge") -> "SkipReason | None":
     """A bridge's runs never overlap: skip while one is queued or running. A run whose process died
     (its lease heartbeat stopped) is marked failed first, so it cannot hold the bridge for ever."""
-    for bridge in bridges:
-        fenced = fence_if_stale(context.instance, bridge.name, bridge_lease.timing())
-        if fenced is not None and not fenced.finished:
-            context.log.warning(f"run {fenced.run_id} of {bridge.name} marked failed: {fenced.stale_because}")
+    stale = fence_stale(context.instance, [bridge.name for bridge in bridges], bridge_lease.timing())
+    for name, fenced in stale.items():
+        if not fenced.finished:
+            context.log.warning(f"run {fenced.run_id} of {name} marked failed: {fenced.stale_because}")
     records = context.instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
     if records:
         return SkipReason(f"run {records[0].dagster_run.run_id[:8]} of {whose} is not finished")

@@ -13,7 +13,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.storage.dagster_run import DagsterRun
 
-from resources.lease import BridgeBusy, BridgeLease, LeaseLost, LeaseTiming, _Heartbeats, fence_if_stale, pool_name
+from resources.lease import BridgeBusy, BridgeLease, LeaseLost, LeaseTiming, _Heartbeats, fence_if_stale, fence_stale, pool_name
 
 TIMING = LeaseTiming(heartbeat_s=0.2, stale_after_s=1.0)
 
@@ -132,3 +132,21 @@ def test_fence_if_stale_leaves_a_live_holder_alone(instance):
     assert fence_if_stale(instance, "orders", TIMING) is None
     assert instance.get_run_by_id(holder).status == DagsterRunStatus.STARTED
     lease.release()
+
+
+def test_fence_stale_looks_fully_only_at_bridges_not_beating(instance, monkeypatch):
+    beating, silent = started_run(instance), started_run(instance)
+    live = BridgeLease.acquire(instance, "orders", beating, TIMING)
+    hung = BridgeLease.acquire(instance, "payments", silent, TIMING)
+    hung._stop.set()  # no more heartbeats, its process lives
+    time.sleep(TIMING.stale_after_s + 0.5)
+    storage, read, looked_at = instance.event_log_storage, instance.event_log_storage.get_concurrency_info, []
+    monkeypatch.setattr(storage, "get_concurrency_info", lambda pool: looked_at.append(pool) or read(pool))
+
+    fenced = fence_stale(instance, ["orders", "payments", "refunds"], TIMING)
+
+    assert list(fenced) == ["payments"] and fenced["payments"].run_id == silent
+    assert instance.get_run_by_id(silent).status == DagsterRunStatus.FAILURE
+    assert instance.get_run_by_id(beating).status == DagsterRunStatus.STARTED
+    assert pool_name("orders") not in looked_at and pool_name("refunds") in looked_at
+    live.release()
