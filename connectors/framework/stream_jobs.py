@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 # gone at their next progress read, one commit interval apart at most. At the latest this long after the first joined:
 _GATHER_AT_MOST_S = 60.0
 # A launch formed while another runs starts once no stream has joined it for this long: streams switched on together
-# open within it (the run reads its switches every second, and a stream takes up to about a second to open: at one
-# second, three bridges switched on at once by `bridgectl bridges start` took two launches), and a stream started
+# open within it (a stream takes up to about a second to open, and the run read its switches every second then: at
+# one second, three bridges switched on at once by `bridgectl bridges start` took two launches), and a stream started
 # again (failed, or its partitions changed) waits no longer than this.
 _LATE_GATHER_S = 3.0
 # How often a member of a shared job reads its slots' ends from Kafka (a read per slot: thirty members' reads add up).
