@@ -96,11 +96,20 @@ class KafkaRefusedCredentials(BatchError):
     """Kafka answered, but refused the client's SASL credentials or TLS handshake: one line, without a password."""
 
 
+def _recent(refusal: tuple[str, float] | None) -> str | None:
+    """A refusal seen within the longest call's time (a call's retries included), else None."""
+    if refusal is None or time.monotonic() - refusal[1] > 2 * ADMIN_TIMEOUT_S:
+        return None
+    return refusal[0]
+
+
 class KafkaAdmin:
     def __init__(self, connection: KafkaConnection):
         self.connection = connection
-        self._authentication_error: str | None = None
-        self._tls_error: str | None = None
+        # The last refusal of each kind and when it came: one admin serves a process's bridges for its life
+        # (resources/kafka.py), so only a refusal seen within a call's time says why that call failed.
+        self._authentication_error: tuple[str, float] | None = None
+        self._tls_error: tuple[str, float] | None = None
         # Asking one topic's metadata must not create it on a broker with auto.create.topics.enable (librdkafka's
         # admin client is a producer underneath, and producers ask for that by default).
         self._admin = AdminClient({**connection.librdkafka_config(), "log_level": 3, "logger": client_logger(),
@@ -110,23 +119,24 @@ class KafkaAdmin:
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._AUTHENTICATION:
-            self._authentication_error = error.str()
+            self._authentication_error = (error.str(), time.monotonic())
         elif error.code() == KafkaError._SSL or "SSL routines" in error.str():
             # A certificate either side does not trust: the broker's alert reaches librdkafka as a receive failure.
-            self._tls_error = error.str()
+            self._tls_error = (error.str(), time.monotonic())
 
     def _refused_credentials(self) -> KafkaRefusedCredentials | None:
         """After a failed call: the broker refused our credentials or the TLS handshake failed (librdkafka reports
         only a transport failure to the call, and the reason to the error callback, served here)."""
         self._admin.poll(0)
         c = self.connection
-        if self._authentication_error is not None:
-            reason = self._authentication_error.split(": ", 1)[-1]  # without the broker's address prefix
+        authentication_error, tls_error = _recent(self._authentication_error), _recent(self._tls_error)
+        if authentication_error is not None:
+            reason = authentication_error.split(": ", 1)[-1]  # without the broker's address prefix
             return KafkaRefusedCredentials(f"Kafka at {c.bootstrap_servers} refused the credentials of user "
                                            f"{c.sasl_username!r} ({c.security_protocol}, {c.sasl_mechanism}): "
                                            f"{reason}; the run recorded nothing")
-        if self._tls_error is not None:
-            reason = self._tls_error.split(": ", 1)[-1]
+        if tls_error is not None:
+            reason = tls_error.split(": ", 1)[-1]
             return KafkaRefusedCredentials(
                 f"the TLS handshake with Kafka at {c.bootstrap_servers} failed ({c.security_protocol}; CA "
                 f"{c.ssl_ca_location or 'of the system'}, client certificate {c.ssl_certificate_location or 'none'}): "
