@@ -44,8 +44,8 @@ from sensors.switches import hold_stopped, release_stopped, stopped_because
 # How often the main thread looks at its members and pending checks when nothing else wakes it.
 _LOOK_S = 1.0
 # How often a host's run reads its bridges' switches (their sensors' states): a read takes 7 ms of CPU on SQLite
-# storage (Dagster opens the database and checks its tables each time), and at one a second it was three quarters of
-# an idle thirty-bridge run's Python time.
+# storage (Dagster opens the database and checks its tables each time): at one a second, three quarters of an idle
+# thirty-bridge run's Python time.
 _SWITCHES_LOOK_S = 3.0
 # How an always-on run's first line begins (scripts wait for it: the run is moving).
 ALWAYS_ON_LINE = "always on"

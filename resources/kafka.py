@@ -29,9 +29,9 @@ class KafkaResource(ConfigurableResource):
         )
 
     def admin(self) -> KafkaAdmin:
-        """The process's admin of this cluster, made on first use and shared by every bridge: an admin client (a
-        librdkafka client, four threads and its background thread) per call stayed alive with each always-on stream,
-        two a bridge: 60 of the 92 Kafka clients of a thirty-bridge host's run."""
+        """The process's admin of this cluster, made on first use and shared by every bridge: one per call (a
+        librdkafka client: four threads and a background thread) would stay alive with each always-on stream, two a
+        bridge."""
         connection = self.connection()
         with _admins_lock:
             if connection not in _admins:

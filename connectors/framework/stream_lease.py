@@ -165,8 +165,8 @@ class LeaseHolder:
         retry_transient(self.beat)()
         if host is not None:
             # A hosted stream's lease is written at its start and its stop only: its consumer (a librdkafka client,
-            # four threads) is not kept in between, 30 of the 151 clients of a thirty-bridge host's run. Closed in
-            # the background: the streams of a host's start open one after another.
+            # four threads, per hosted bridge) is not kept in between. Closed in the background: the streams of a
+            # host's start open one after another.
             with self._lock:
                 threading.Thread(target=self._consumer.close, name=f"lease {stream_id} written", daemon=True).start()
                 self._consumer = None

@@ -109,9 +109,8 @@ class SlotRefused(SlotFailed, RecordRefused):
 
 class SlotEnds:
     """The driver's side: which slots of stream `stream_id` have ended, and the error of any that failed. Read
-    through one admin client per Kafka cluster, shared by every stream of the process: a consumer for each slot's
-    group was a librdkafka client (four threads) per bridge kept for its life, 30 of the 151 of a thirty-bridge
-    host's run."""
+    through one admin client per Kafka cluster, shared by every stream of the process: a consumer of each slot's
+    group would be a librdkafka client (four threads) per bridge for the bridge's life."""
 
     _admins: dict[str, AdminClient] = {}  # by client config
     _admins_lock = threading.Lock()
