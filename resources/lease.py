@@ -107,11 +107,15 @@ def current_holder(instance: DagsterInstance, bridge: str, timing: LeaseTiming) 
     # Before its first heartbeat a holder's last sign of life is its run's start.
     last_alive = beat["at"] if beat.get("run_id") == run_id else (record.start_time or record.create_timestamp.timestamp())
     age = time.time() - last_alive
-    if beat.get("run_id") == run_id and beat.get("host") == socket.gethostname() \
-            and not _process_alive(beat["pid"], beat.get("pid_started")):
+    if beat.get("run_id") == run_id and _gone_from_this_host(beat):
         return Holder(run_id, age, f"its process {beat['pid']} on this host is gone")
     stale = f"no heartbeat for {age:.0f} s" if age > timing.stale_after_s else None
     return Holder(run_id, age, stale)
+
+
+def _gone_from_this_host(beat: dict) -> bool:
+    """The heartbeat's process was on this host and is gone."""
+    return beat.get("host") == socket.gethostname() and not _process_alive(beat["pid"], beat.get("pid_started"))
 
 
 def _process_alive(pid: int, started: int | None) -> bool:
@@ -166,7 +170,7 @@ def _beats_alive(value: str | None, timing: LeaseTiming) -> bool:
     beat = json.loads(value or "{}")
     if "at" not in beat or time.time() - beat["at"] > timing.stale_after_s:
         return False
-    return beat.get("host") != socket.gethostname() or _process_alive(beat["pid"], beat.get("pid_started"))
+    return not _gone_from_this_host(beat)
 
 
 class BridgeLease:
