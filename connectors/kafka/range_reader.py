@@ -16,6 +16,7 @@ markers) never make it wait.
 from __future__ import annotations
 
 import atexit
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -42,6 +43,10 @@ BATCH_RECORDS = 2_000
 # How long one consume call may wait for the records it asked for before the task looks again; short, because
 # the last records of a range can be fewer than asked for (gaps) and the partition's end event ends it.
 _CONSUME_WAIT_S = 0.1
+# A range that gets no record and no partition end for this long is read on through a new consumer
+# (RangeConsumer.reopen); librdkafka reconnects to a broker back from a restart within its 10 s backoff.
+STALL_REOPEN_S = 15.0
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -85,48 +90,65 @@ class RangeReadError(RuntimeError):
     """Kafka refused to serve a range (an error other than a broker that does not answer)."""
 
 
-_consumers: dict[tuple, object] = {}
+class RangeConsumer:
+    """The librdkafka consumer range reads go through, made again in place when a read stalls."""
+
+    def __init__(self, settings: ReaderSettings):
+        self._config = {**settings.consumer_config(), "logger": client_logger()}
+        self.consumer = Consumer(self._config)
+
+    def reopen(self) -> None:
+        # librdkafka's consumer can stop fetching an assigned partition after a broker restart and never start
+        # again (confluentinc/librdkafka#5153, open; seen here once: a range stalled 90 s after a 2 s broker
+        # stop); a new consumer fetches at once.
+        self.consumer.close()
+        self.consumer = Consumer(self._config)
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
-def _consumer(settings: ReaderSettings):
+_consumers: dict[tuple, RangeConsumer] = {}
+
+
+def _kept_consumer(settings: ReaderSettings) -> RangeConsumer:
     """A consumer for this client config, kept for the next task of this Python worker."""
-    config = settings.consumer_config()
-    key = tuple(sorted(config.items()))
-    consumer = _consumers.get(key)
-    if consumer is None:
-        consumer = Consumer({**config, "logger": client_logger()})
-        _consumers[key] = consumer
-    return consumer
+    key = tuple(sorted(settings.consumer_config().items()))
+    kept = _consumers.get(key)
+    if kept is None:
+        kept = _consumers[key] = RangeConsumer(settings)
+    return kept
 
 
 @atexit.register
 def _close_consumers() -> None:
-    for consumer in _consumers.values():
-        consumer.close()
+    for kept in _consumers.values():
+        kept.close()
     _consumers.clear()
 
 
-def read_ranges(settings: ReaderSettings, ranges: list[PartitionRange], consumer=None) -> Iterator[pa.RecordBatch]:
+def read_ranges(settings: ReaderSettings, ranges: list[PartitionRange],
+                consumer: RangeConsumer | None = None) -> Iterator[pa.RecordBatch]:
     """The records of each [start, end) range, in offset order, as Arrow batches of `RECORD_SCHEMA` (with
-    headers when `include_headers`); through `consumer` (made from `settings.consumer_config()`), else through
-    the one this process keeps for its next task."""
-    consumer = consumer or _consumer(settings)
+    headers when `include_headers`); through `consumer`, else through the one this process keeps for its next
+    task."""
+    consumer = consumer or _kept_consumer(settings)
     for partition_range in ranges:
         if partition_range.count > 0:
             try:
                 yield from _read_range(consumer, settings, partition_range)
             finally:
-                consumer.unassign()
+                consumer.consumer.unassign()
 
 
-def _read_range(consumer, settings: ReaderSettings, r: PartitionRange) -> Iterator[pa.RecordBatch]:
-    consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
+def _read_range(kept: RangeConsumer, settings: ReaderSettings, r: PartitionRange) -> Iterator[pa.RecordBatch]:
+    kept.consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
     next_offset = r.start
     pending: list = []
-    last_progress = time.monotonic()
+    last_progress = last_look = time.monotonic()
     while next_offset < r.end:
-        messages = consumer.consume(num_messages=max(1, min(settings.batch_records - len(pending),
-                                                            r.end - next_offset)), timeout=_CONSUME_WAIT_S)
+        wanted = max(1, min(settings.batch_records - len(pending), r.end - next_offset))
+        messages = kept.consumer.consume(num_messages=wanted, timeout=_CONSUME_WAIT_S)
         progressed = False
         # Errors are rare and come as messages of their own (librdkafka retries a silent broker itself, and the
         # outage timeout bounds that); a range's records come in offset order.
@@ -151,12 +173,20 @@ def _read_range(consumer, settings: ReaderSettings, r: PartitionRange) -> Iterat
         if len(pending) >= settings.batch_records or (pending and next_offset >= r.end):
             yield arrow_batch(r.topic, r.partition, pending, settings.include_headers)
             pending = []
+        now = time.monotonic()
         if progressed:
-            last_progress = time.monotonic()
-        elif time.monotonic() - last_progress > settings.outage_timeout_s:
+            last_progress = last_look = now
+        elif now - last_progress > settings.outage_timeout_s:
             raise Unreachable(f"Kafka at {settings.bootstrap_servers} did not answer for "
                               f"{settings.outage_timeout_s:.0f} s while reading topic {r.topic} partition "
                               f"{r.partition} at offset {next_offset}; the run recorded nothing")
+        elif now - last_look > STALL_REOPEN_S:
+            _log.warning("Kafka at %s sent nothing for %.0f s for topic %s partition %d at offset %d: reading it "
+                         "through a new consumer", settings.bootstrap_servers, now - last_progress, r.topic,
+                         r.partition, next_offset)
+            kept.reopen()
+            kept.consumer.assign([TopicPartition(r.topic, r.partition, next_offset)])
+            last_look = now
 
 
 def arrow_batch(topic: str, partition: int, messages: list, include_headers: bool) -> pa.RecordBatch:

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from connectors.kafka.admin import KafkaAdmin, PartitionRange
-from connectors.kafka.connection import client_logger
-from connectors.kafka.range_reader import ReaderSettings, read_ranges
+from connectors.kafka.range_reader import RangeConsumer, ReaderSettings, read_ranges
 
 LITE_OFFSET_HEADER = "lite.offset"
 OUTAGE_TIMEOUT_S = 30
@@ -37,12 +36,10 @@ def lite_offset_of(headers, topic: str, partition: int, offset: int) -> int:
 
 class KafkaSide:
     def __init__(self, admin: KafkaAdmin, topic: str):
-        from confluent_kafka import Consumer
-
         self.admin, self.topic = admin, topic
         connection = admin.connection
         self._reader = ReaderSettings(connection.librdkafka_config(), connection.bootstrap_servers, OUTAGE_TIMEOUT_S)
-        self._consumer = Consumer({**self._reader.consumer_config(), "logger": client_logger()})
+        self._consumer = RangeConsumer(self._reader)
 
     def close(self) -> None:
         self._consumer.close()

@@ -22,6 +22,7 @@ class _Message:  # the parts of confluent_kafka.Message the reader calls
     def value(self): return self._value
     def timestamp(self): return self._timestamp
     def headers(self): return self._headers
+    def error(self): return None
 
 
 MESSAGES = [_Message(7, b"k", b"v", (1, 1_700_000_000_000), [("h", b"1"), ("h", None)]),
@@ -84,3 +85,66 @@ def test_a_batch_is_delivered_in_parts_each_knowing_where_it_ends_per_partition(
     assert len(list(rest)) == 2 and rest.ends == {("t", 1): 10, ("t", 0): 11} and rest.exhausted
     last = _Part(source, 60)
     assert list(last) == [] and last.ends == {} and last.exhausted
+
+
+class _StallingConsumer:
+    """A consumer that serves `serves` records of the assigned partition and then nothing, as librdkafka's can
+    after a broker restart (confluentinc/librdkafka#5153)."""
+    made: list["_StallingConsumer"] = []
+
+    def __init__(self, config, serves: int):
+        self.serves, self.closed, self.assigned = serves, False, []
+        _StallingConsumer.made.append(self)
+
+    def assign(self, partitions):
+        self.assigned.append(partitions[0].offset)
+        self.next = partitions[0].offset
+
+    def unassign(self):
+        pass
+
+    def consume(self, num_messages, timeout):
+        assert not self.closed
+        if self.serves <= 0:
+            return []
+        n = min(num_messages, self.serves)
+        self.serves -= n
+        self.next += n
+        return [_Message(o, None, b"v", (1, 0)) for o in range(self.next - n, self.next)]
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_range_that_stalls_is_read_on_through_a_new_consumer_from_where_it_stopped(monkeypatch):
+    from connectors.kafka import range_reader
+    from connectors.kafka.admin import PartitionRange
+
+    servings = iter([30, 10_000])  # the first consumer stalls after 30 records, the second serves the rest
+    monkeypatch.setattr(range_reader, "Consumer", lambda config: _StallingConsumer(config, next(servings)))
+    monkeypatch.setattr(range_reader, "STALL_REOPEN_S", 0.3)
+    _StallingConsumer.made.clear()
+    settings = range_reader.ReaderSettings({"bootstrap.servers": "b:9092"}, "b:9092", outage_timeout_s=30,
+                                           include_headers=False, batch_records=20)
+    batches = list(range_reader.read_ranges(settings, [PartitionRange("t", 0, 5, 105)],
+                                            range_reader.RangeConsumer(settings)))
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(5, 105))  # nothing skipped, nothing twice
+    first, second = _StallingConsumer.made
+    assert first.closed and first.assigned == [5] and second.assigned == [35] and not second.closed
+
+
+def test_a_range_that_stays_silent_ends_in_the_outage_error_naming_where_it_stopped(monkeypatch):
+    import pytest
+
+    from connectors.kafka import range_reader
+    from connectors.kafka.admin import PartitionRange
+    from connectors.outage import Unreachable
+
+    monkeypatch.setattr(range_reader, "Consumer", lambda config: _StallingConsumer(config, 0))
+    monkeypatch.setattr(range_reader, "STALL_REOPEN_S", 0.2)
+    _StallingConsumer.made.clear()
+    settings = range_reader.ReaderSettings({"bootstrap.servers": "b:9092"}, "b:9092", outage_timeout_s=0.7)
+    with pytest.raises(Unreachable, match="topic t partition 2 at offset 0"):
+        list(range_reader.read_ranges(settings, [PartitionRange("t", 2, 0, 10)], range_reader.RangeConsumer(settings)))
+    assert 2 <= len(_StallingConsumer.made) <= 5  # made again each quiet spell, until the outage timeout
