@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import shutil
 import uuid
+from collections import Counter
+from dataclasses import dataclass
 
 import pytest
 
@@ -91,7 +94,7 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: within a rank, the collection's order
 
 
-# The fault-injection tests' counts (tests/faults): each test's row travels in its report's user_properties, so
+# The fault-injection tests' counts (marker `faults`): each test's row travels in its report's user_properties, so
 # that under pytest-xdist the rows of every worker reach the table the main process prints and writes.
 _FAULT_ROWS: list[dict] = []
 
@@ -123,3 +126,37 @@ def pytest_terminal_summary(terminalreporter):
 def unique():
     """A short unique suffix so tests never share topics or subscriptions."""
     return uuid.uuid4().hex[:8]
+
+
+# The fault-injection suite (tests marked `faults`): each test injects a fault into real servers and counts every
+# record in a row of the session's report (produced, delivered, duplicated, lost, time to recover), printed at the end
+# of the run and written to .local/fault-report.md for docs/reliability.md (pytest_terminal_summary above).
+@dataclass(frozen=True)
+class FaultRow:
+    fault: str
+    connector: str
+    produced: int
+    delivered: int
+    duplicated: int
+    lost: int
+    recover_s: float | None
+
+
+class FaultReport:
+    def __init__(self, node: pytest.Item):
+        self._node = node
+
+    def count(self, fault: str, connector: str, produced: set, delivered: list,
+              recover_s: float | None = None) -> FaultRow:
+        """Counts from unique record ids: delivered holds every copy that arrived."""
+        copies = Counter(delivered)
+        row = FaultRow(fault, connector, len(produced), len(delivered),
+                       duplicated=sum(n - 1 for n in copies.values()), lost=len(produced - set(copies)),
+                       recover_s=None if recover_s is None else round(recover_s, 1))
+        self._node.user_properties.append(("fault_row", dataclasses.asdict(row)))  # the table: tests/conftest.py
+        return row
+
+
+@pytest.fixture
+def fault_report(request) -> FaultReport:
+    return FaultReport(request.node)

@@ -212,7 +212,7 @@ class DagsterDev:
     """`dagster dev` (webserver and daemon) on a bridges file, in its own process group and Dagster home (the
     project's dagster.yaml), as a user runs it; `bridgectl(...)` runs `bridgectl bridges ...` against it."""
 
-    def __init__(self, tmp_path: Path, bridges: Path, spark_remote: str):
+    def __init__(self, tmp_path: Path, bridges: Path, spark_remote: str, env: dict[str, str] | None = None):
         from local_stack.paths import PROJECT_ROOT
 
         self.home = tmp_path / "dagster_home"
@@ -222,7 +222,7 @@ class DagsterDev:
         self.url = f"http://127.0.0.1:{port}"
         self.log = tmp_path / "dev.log"
         self.env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(self.home),
-                    "BRIDGE_SPARK_REMOTE": spark_remote, "DAGSTER_URL": self.url}
+                    "BRIDGE_SPARK_REMOTE": spark_remote, "DAGSTER_URL": self.url, **(env or {})}
         self._bin = Path(sys.executable).parent
         self._process = subprocess.Popen(
             [str(self._bin / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],

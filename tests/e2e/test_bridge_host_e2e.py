@@ -21,6 +21,7 @@ from tests.e2e.helpers import PROJECT, DagsterDev, create_pubsub_topic, drain, k
 
 pytestmark = pytest.mark.e2e
 STRINGS = {"value.converter": "org.apache.kafka.connect.storage.StringConverter"}
+STALE_AFTER_S = 15
 JSON = {"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": False}
 
 
@@ -62,7 +63,8 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
          "batch": {"initial_offsets": "earliest"}, "sensor": {"interval_seconds": 2},
          "continuous": {"host": host, "commit_interval_ms": 1000}}
         for name, topic, converter in zip(names, topics, [STRINGS, STRINGS, JSON])]}))
-    dev = DagsterDev(tmp_path, bridges, spark_remote)
+    # A lease stale after 15 s (three 5 s heartbeats missed), not 30: the wait past it below is shorter.
+    dev = DagsterDev(tmp_path, bridges, spark_remote, {"BRIDGE_LEASE_STALE_AFTER_SECONDS": str(STALE_AFTER_S)})
     home, bridgectl = dev.home, dev.bridgectl
     received: dict[str, list[str]] = {name: [] for name in names}
 
@@ -118,9 +120,9 @@ def test_three_bridges_share_one_run_and_are_switched_off_and_on_alone(stack, sp
         [status] = json.loads(bridgectl("status", names[2], "--json", stdout_only=True))
         assert status["sensor"] == "RUNNING" and status["last_run"]["run_id"] == run.run_id
         assert names[2] in status["last_error"]["message"]
-        # Held stopped past the lease's staleness (30 s without its heartbeat): the keeper does not take the host's
-        # run for dead (bridge 2 gave up its claim when it ended), and bridge 0 goes on in it.
-        time.sleep(35)
+        # Held stopped past the lease's staleness (STALE_AFTER_S without its heartbeat): the keeper does not take the
+        # host's run for dead (bridge 2 gave up its claim when it ended), and bridge 0 goes on in it.
+        time.sleep(STALE_AFTER_S + 5)
         assert [r.run_id for r in _runs(home, [DagsterRunStatus.STARTED])] == [run.run_id]
         more = [f"more-0-{n}" for n in range(10)]
         produce(topics[0], [(None, v) for v in more])
