@@ -58,7 +58,7 @@ def run_kafka_sink_batch(
                                 config.isolation_level)
     result = SinkBatchResult(plan=plan, duration_s=0.0)
     if plan.total_records:
-        with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
+        with kafka_outages_named(bootstrap, "reading the batch"):
             rows = deliver_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
                                          deliver, SUMMARY_SCHEMA, consumer_group, config.reads_kafka_headers,
                                          config.isolation_level,

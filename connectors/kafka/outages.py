@@ -4,31 +4,11 @@
 from __future__ import annotations
 
 import contextlib
-import re
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from confluent_kafka import KafkaError, KafkaException
 
-from connectors.kafka.admin import PartitionRange
 from connectors.outage import Unreachable
-
-# Spark's Kafka consumer gives up with this message (no topic or partition in it) once
-# `kafkaConsumer.pollTimeoutMs` has passed without the record it needs.
-_SPARK_KAFKA_TIMEOUT = re.compile(r"Cannot fetch record for offset (\d+) in (\d+) milliseconds")
-
-
-def kafka_read_timeout(exc: BaseException, bootstrap_servers: str, ranges: Iterable[PartitionRange]) -> Unreachable | None:
-    """The one-line error for a Spark Kafka read that timed out, or None if `exc` is something else."""
-    match = _SPARK_KAFKA_TIMEOUT.search(str(exc))
-    if match is None:
-        return None
-    offset, waited_ms = int(match.group(1)), int(match.group(2))
-    # Spark names only the offset: the partitions whose range holds it are the candidates.
-    candidates = [r for r in ranges if r.start <= offset < r.end]
-    where = ", ".join(f"topic {r.topic} partition {r.partition}" for r in candidates) or "the batch's partitions"
-    return Unreachable(f"Kafka at {bootstrap_servers} did not answer for {waited_ms / 1000:.0f} s while reading "
-                       f"{where} at offset {offset}; the run recorded nothing")
-
 
 # What librdkafka reports while the brokers do not answer (it retries them itself).
 KAFKA_UNREACHABLE_CODES = frozenset({
@@ -38,8 +18,9 @@ KAFKA_UNREACHABLE_CODES = frozenset({
 
 
 @contextlib.contextmanager
-def kafka_outages_named(bootstrap_servers: str, doing: str, ranges: list[PartitionRange] | None = None) -> Iterator[None]:
-    """Turn a Kafka that does not answer, seen by the admin client or by Spark's reader, into `Unreachable`."""
+def kafka_outages_named(bootstrap_servers: str, doing: str) -> Iterator[None]:
+    """Turn a Kafka that does not answer, seen by an admin client or a producer, into `Unreachable`. (A task's
+    reader raises its own, naming the partition and offset: range_reader.)"""
     from google.api_core.exceptions import RetryError
 
     try:
@@ -53,8 +34,3 @@ def kafka_outages_named(bootstrap_servers: str, doing: str, ranges: list[Partiti
             raise
         raise Unreachable(f"Kafka at {bootstrap_servers} did not answer while {doing}: {error.str()}; "
                           "the run recorded nothing") from None
-    except Exception as exc:
-        named = kafka_read_timeout(exc, bootstrap_servers, ranges or [])
-        if named is None:
-            raise
-        raise named from None

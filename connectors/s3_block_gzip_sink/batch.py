@@ -83,7 +83,7 @@ def run_archive_batch(
     if plan.total_records:
         archive = functools.partial(archive_arrow_batches, config, batch.outage_timeout_seconds,
                                     dead_letter_client_config(kafka, config), bridge_name)
-        with kafka_outages_named(bootstrap, "reading the batch", plan.ranges):
+        with kafka_outages_named(bootstrap, "reading the batch"):
             rows = deliver_offset_ranges(spark, kafka.connection, plan.ranges, batch.outage_timeout_seconds,
                                          archive, SUMMARY_SCHEMA, consumer_group, config.reads_kafka_headers,
                                          config.isolation_level)
