@@ -6,7 +6,7 @@ about as much CPU per record as a whole warm Kafka Connect worker (README, Measu
 decompresses in C, and a record costs the Python task a few attribute reads. The consumer never joins a
 group and never commits: `assign` at the range's start, read to its end, `unassign`. It is kept for the next
 task of the same Python worker (Spark reuses its Python workers), so a small batch does not pay for a new
-connection.
+connection (connection.kept_client: a task that failed leaves its consumer behind, the next one starts clean).
 
 A range ends when a record at or past its end arrives, or when the partition's end is reached at or past it:
 offsets the range cannot return (compacted away, aborted transactions under read_committed, transaction
@@ -15,7 +15,6 @@ markers) never make it wait.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from connectors.kafka.admin import PartitionRange
-from connectors.kafka.connection import client_logger
+from connectors.kafka.connection import client_logger, kept_client
 from connectors.kafka.outages import KAFKA_UNREACHABLE_CODES
 from connectors.outage import Unreachable
 
@@ -93,8 +92,8 @@ class RangeReadError(RuntimeError):
 class RangeConsumer:
     """The librdkafka consumer range reads go through, made again in place when a read stalls."""
 
-    def __init__(self, settings: ReaderSettings):
-        self._config = {**settings.consumer_config(), "logger": client_logger()}
+    def __init__(self, config: dict[str, object]):
+        self._config = {**config, "logger": client_logger()}
         self.consumer = Consumer(self._config)
 
     def reopen(self) -> None:
@@ -108,31 +107,20 @@ class RangeConsumer:
         self.consumer.close()
 
 
-_consumers: dict[tuple, RangeConsumer] = {}
-
-
-def _kept_consumer(settings: ReaderSettings) -> RangeConsumer:
-    """A consumer for this client config, kept for the next task of this Python worker."""
-    key = tuple(sorted(settings.consumer_config().items()))
-    kept = _consumers.get(key)
-    if kept is None:
-        kept = _consumers[key] = RangeConsumer(settings)
-    return kept
-
-
-@atexit.register
-def _close_consumers() -> None:
-    for kept in _consumers.values():
-        kept.close()
-    _consumers.clear()
-
-
 def read_ranges(settings: ReaderSettings, ranges: list[PartitionRange],
                 consumer: RangeConsumer | None = None) -> Iterator[pa.RecordBatch]:
     """The records of each [start, end) range, in offset order, as Arrow batches of `RECORD_SCHEMA` (with
     headers when `include_headers`); through `consumer`, else through the one this process keeps for its next
     task."""
-    consumer = consumer or _kept_consumer(settings)
+    if consumer is None:
+        with kept_client(settings.consumer_config(), make=RangeConsumer) as kept:
+            yield from _read_ranges(kept, settings, ranges)
+    else:
+        yield from _read_ranges(consumer, settings, ranges)
+
+
+def _read_ranges(consumer: RangeConsumer, settings: ReaderSettings,
+                 ranges: list[PartitionRange]) -> Iterator[pa.RecordBatch]:
     for partition_range in ranges:
         if partition_range.count > 0:
             try:

@@ -39,7 +39,7 @@ class KafkaSide:
         self.admin, self.topic = admin, topic
         connection = admin.connection
         self._reader = ReaderSettings(connection.librdkafka_config(), connection.bootstrap_servers, OUTAGE_TIMEOUT_S)
-        self._consumer = RangeConsumer(self._reader)
+        self._consumer = RangeConsumer(self._reader.consumer_config())
 
     def close(self) -> None:
         self._consumer.close()

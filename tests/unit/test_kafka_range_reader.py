@@ -127,7 +127,7 @@ def test_a_range_that_stalls_is_read_on_through_a_new_consumer_from_where_it_sto
     settings = range_reader.ReaderSettings({"bootstrap.servers": "b:9092"}, "b:9092", outage_timeout_s=30,
                                            include_headers=False, batch_records=20)
     batches = list(range_reader.read_ranges(settings, [PartitionRange("t", 0, 5, 105)],
-                                            range_reader.RangeConsumer(settings)))
+                                            range_reader.RangeConsumer(settings.consumer_config())))
     offsets = [o for b in batches for o in b.column("offset").to_pylist()]
     assert offsets == list(range(5, 105))  # nothing skipped, nothing twice
     first, second = _StallingConsumer.made
@@ -146,5 +146,32 @@ def test_a_range_that_stays_silent_ends_in_the_outage_error_naming_where_it_stop
     _StallingConsumer.made.clear()
     settings = range_reader.ReaderSettings({"bootstrap.servers": "b:9092"}, "b:9092", outage_timeout_s=0.7)
     with pytest.raises(Unreachable, match="topic t partition 2 at offset 0"):
-        list(range_reader.read_ranges(settings, [PartitionRange("t", 2, 0, 10)], range_reader.RangeConsumer(settings)))
+        list(range_reader.read_ranges(settings, [PartitionRange("t", 2, 0, 10)], range_reader.RangeConsumer(settings.consumer_config())))
     assert 2 <= len(_StallingConsumer.made) <= 5  # made again each quiet spell, until the outage timeout
+
+
+def test_the_next_task_reads_through_the_kept_consumer_unless_the_last_one_failed(monkeypatch):
+    import pytest
+
+    from connectors.kafka import range_reader
+    from connectors.kafka.admin import PartitionRange
+    from connectors.outage import Unreachable
+
+    servings = iter([10, 10])
+    monkeypatch.setattr(range_reader, "Consumer", lambda config: _StallingConsumer(config, next(servings)))
+    monkeypatch.setattr(range_reader, "STALL_REOPEN_S", 60)
+    _StallingConsumer.made.clear()
+    # a client config of its own, so no consumer kept by another test serves it
+    settings = range_reader.ReaderSettings({"bootstrap.servers": "kept-test:9092"}, "kept-test:9092",
+                                           outage_timeout_s=0.3, include_headers=False)
+    assert len(list(range_reader.read_ranges(settings, [PartitionRange("t", 0, 0, 10)]))) == 1
+    assert len(_StallingConsumer.made) == 1  # made for the first task ...
+    first = _StallingConsumer.made[0]
+    first.serves = 10
+    assert len(list(range_reader.read_ranges(settings, [PartitionRange("t", 0, 10, 20)]))) == 1
+    assert _StallingConsumer.made == [first]  # ... and kept for the next
+    first.serves = 0
+    with pytest.raises(Unreachable):
+        list(range_reader.read_ranges(settings, [PartitionRange("t", 0, 20, 30)]))
+    list(range_reader.read_ranges(settings, [PartitionRange("t", 0, 20, 30)]))
+    assert len(_StallingConsumer.made) == 2 and _StallingConsumer.made[1] is not first  # a failed task's is dropped
