@@ -146,24 +146,25 @@ def test_a_range_that_stays_silent_ends_in_the_outage_error_naming_where_it_stop
     _StallingConsumer.made.clear()
     settings = range_reader.ReaderSettings({"bootstrap.servers": "b:9092"}, "b:9092", outage_timeout_s=0.7)
     with pytest.raises(Unreachable, match="topic t partition 2 at offset 0"):
-        list(range_reader.read_ranges(settings, [PartitionRange("t", 2, 0, 10)], range_reader.RangeConsumer(settings.consumer_config())))
+        list(range_reader.read_ranges(settings, [PartitionRange("t", 2, 0, 10)],
+                                      range_reader.RangeConsumer(settings.consumer_config())))
     assert 2 <= len(_StallingConsumer.made) <= 5  # made again each quiet spell, until the outage timeout
 
 
 def test_the_next_task_reads_through_the_kept_consumer_unless_the_last_one_failed(monkeypatch):
     import pytest
 
-    from connectors.kafka import range_reader
+    from connectors.kafka import connection, range_reader
     from connectors.kafka.admin import PartitionRange
     from connectors.outage import Unreachable
 
     servings = iter([10, 10])
     monkeypatch.setattr(range_reader, "Consumer", lambda config: _StallingConsumer(config, next(servings)))
     monkeypatch.setattr(range_reader, "STALL_REOPEN_S", 60)
+    monkeypatch.setattr(connection, "_KEPT_CLIENTS", {})  # this process's kept clients: none before, none left after
     _StallingConsumer.made.clear()
-    # a client config of its own, so no consumer kept by another test serves it
-    settings = range_reader.ReaderSettings({"bootstrap.servers": "kept-test:9092"}, "kept-test:9092",
-                                           outage_timeout_s=0.3, include_headers=False)
+    settings = range_reader.ReaderSettings({"bootstrap.servers": "b:9092"}, "b:9092", outage_timeout_s=0.3,
+                                           include_headers=False)
     assert len(list(range_reader.read_ranges(settings, [PartitionRange("t", 0, 0, 10)]))) == 1
     assert len(_StallingConsumer.made) == 1  # made for the first task ...
     first = _StallingConsumer.made[0]
