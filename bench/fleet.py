@@ -212,6 +212,10 @@ def ours(count: int, rate: float, seconds: float, remote: str, engine_pid: int, 
         env = {**os.environ, "BRIDGES_FILE": str(work / "bridges.yaml"), "DAGSTER_HOME": str(home),
                "BRIDGE_SPARK_REMOTE": remote}
         log = BENCH_STACK_HOME / f"fleet-{count}.log"
+        # The home's SQLite tables are made on its first open, before `dagster dev` opens it: opened by both at once,
+        # it got two alembic heads, and the code server refused to load ("more than one head present").
+        with DagsterInstance.from_config(str(home)) as instance:
+            instance.get_run_records(limit=1)
         dev = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster"), "dev", "-w",
                                 "workspace.yaml", "-p", str(_free_port()), "--log-level", "warning"], env=env,
                                cwd=PROJECT_ROOT, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
