@@ -226,6 +226,7 @@ class LeaseWatcher:
         # back a moment after its reads), and goes on through an outage as its reads do.
         self._outage_grace_s = outage_grace_s
         self._host_beats = _HostBeatReader.of(client_config, host.group) if host is not None else None
+        self._host_read = -1  # the number of the host beats' read this task looked at last
         self._seen: Beat | None = None
         self._seen_at = self._looked_at = time.monotonic()
         self._owner_looked_at = float("-inf")
@@ -244,11 +245,12 @@ class LeaseWatcher:
             beat = self._read_own()
             self._judge_owner(beat)
         else:
-            beat = self._host_beats.read((self._where.topic, self._where.partition))
+            beat, read = self._host_beats.read((self._where.topic, self._where.partition))
+            fresh, self._host_read = read != self._host_read, read
             other_host = beat is not None and beat[1] != self._host.beat_id
-            # At two looks in a row, as for the bridge's own lease (_judge_owner): an older host run's beat stuck in
+            # At two reads in a row, as for the bridge's own lease (_judge_owner): an older host run's beat stuck in
             # an outage lands after this run's, and this run's next beat covers it.
-            if beat is not None and self._other_host_run.seen(other_host):
+            if fresh and beat is not None and self._other_host_run.seen(other_host):
                 self.why_not = "a newer run of its host took over"
             elif not other_host and now - self._owner_looked_at >= OWNER_LOOK_S:
                 self._owner_looked_at = now
@@ -305,8 +307,10 @@ class _AtTwoLooks:
 
 
 class _HostBeatReader:
-    """The host's beats as a process's tasks read them: one read of every partition asked for, shared by all the
-    host's slots running in the process (a shared task runs many), at most every `BEAT_S`."""
+    """The host's beats as a process's tasks read them: one thread reads every partition asked for every `BEAT_S`,
+    shared by all the host's slots running in the process (a shared task runs many), and a slot takes the last read
+    without waiting. (Read in a slot's own call under a lock, each read held thirty slots' rounds behind one broker
+    round trip: at a fleet's start, with the broker busy, a sixth of the engine worker's samples sat in that read.)"""
 
     _each: dict[tuple[str, str], _HostBeatReader] = {}
     _each_lock = threading.Lock()
@@ -316,9 +320,15 @@ class _HostBeatReader:
         self._key = key
         self._users = 0
         self._asked: set[tuple[str, int]] = set()
-        self._beats: dict[tuple[str, int], Beat] = {}
-        self._read_at = float("-inf")
+        self._beats: dict[tuple[str, int], Beat] | None = {}  # None: the last read failed
+        self._started = 0  # reads started, numbered
+        self._reads = 0  # the number of the read in _beats
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._start_reading(group)
+
+    def _start_reading(self, group: str) -> None:
+        threading.Thread(target=self._read_until_closed, name=f"host beats {group}", daemon=True).start()
 
     @classmethod
     def of(cls, client_config: dict, group: str) -> _HostBeatReader:
@@ -328,20 +338,40 @@ class _HostBeatReader:
             reader._users += 1
             return reader
 
-    def read(self, where: tuple[str, int]) -> Beat | None:
-        """The host's last beat at `where`; None if Kafka could not be read now."""
+    def read(self, where: tuple[str, int]) -> tuple[Beat | None, int]:
+        """The host's beat at `where` as last read (None: Kafka could not be read, or no beat there yet: only the
+        lapse counts), and that read's number (a look that sees the number it saw before saw nothing new). A
+        partition not asked for before is read at once, as the task's first look always read Kafka."""
         with self._lock:
-            now = time.monotonic()
-            if where not in self._asked or now - self._read_at >= BEAT_S:
-                self._asked.add(where)
-                try:
-                    read = self._consumer.committed([TopicPartition(t, p) for t, p in self._asked], timeout=LAPSE_S)
-                except KafkaException:
-                    return None
-                # a partition without a beat yet (offset -1001) is one not seen: only the lapse counts
-                self._beats = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in read if tp.offset >= 0}
-                self._read_at = now
-            return self._beats.get(where)
+            asked_before = where in self._asked
+            self._asked.add(where)
+        if not asked_before:
+            self.read_now()
+        with self._lock:
+            return (None if self._beats is None else self._beats.get(where)), self._reads
+
+    def _read_until_closed(self) -> None:
+        while not self._closed.wait(BEAT_S):
+            self.read_now()
+        self._consumer.close()
+
+    def read_now(self) -> None:
+        """One read of every partition asked for (the reading thread's beat, or a task's first look). Of two reads
+        at once, the later-started one's answer stays."""
+        with self._lock:
+            asked = [TopicPartition(t, p) for t, p in self._asked]
+            self._started += 1
+            number = self._started
+        if not asked:
+            return
+        try:
+            read = self._consumer.committed(asked, timeout=LAPSE_S)
+            beats = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in read if tp.offset >= 0}
+        except KafkaException:
+            beats = None
+        with self._lock:
+            if number > self._reads:
+                self._beats, self._reads = beats, number
 
     def release(self) -> None:
         with self._each_lock:
@@ -349,4 +379,4 @@ class _HostBeatReader:
             if self._users > 0:
                 return
             del self._each[self._key]
-        self._consumer.close()
+        self._closed.set()

@@ -4,6 +4,9 @@ and counts the lapse again from its grace after Kafka answers; both go once the 
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -44,12 +47,15 @@ def kafka(monkeypatch) -> tuple[_Group, _Clock]:
 
 
 def _watch(group: _Group, clock: _Clock, watcher: LeaseWatcher, seconds: float, beating: bool) -> float | None:
-    """Looks every BEAT_S for `seconds` (the run beating or not): when the watcher let go, or None."""
+    """Looks every BEAT_S for `seconds` (the run beating or not), the host's beats read before each look: when the
+    watcher let go, or None."""
     started = clock.now
     while clock.now - started < seconds:
         clock.now += BEAT_S
         if beating and not group.away:
             group.beat += 1
+        if watcher._host_beats is not None:
+            watcher._host_beats.read_now()
         if not watcher.holds():
             return clock.now - started
     return None
@@ -119,19 +125,58 @@ def test_an_older_host_runs_late_beat_does_not_end_a_hosted_task_and_a_newer_hos
     groups = {stream_lease.lease_group("g"): own, stream_lease.host_lease_group("h"): host}
     monkeypatch.setattr(stream_lease, "group_committer", lambda config, name: groups[name])
     monkeypatch.setattr(stream_lease.time, "monotonic", clock)
+    monkeypatch.setattr(stream_lease._HostBeatReader, "_start_reading", lambda reader, group: None)  # _watch reads
     watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", HostBeatRef(stream_lease.host_lease_group("h"),
                                                                                  "host-run-1"))
     try:
         assert _watch(host, clock, watcher, 2, beating=True) is None
         host.metadata = "host-run-0"  # the late beat of the host run before
-        clock.now += BEAT_S
-        assert watcher.holds()
+        watcher._host_beats.read_now()
+        for _ in range(3):  # looked at again and again before the next read: still one sighting
+            clock.now += BEAT_S
+            assert watcher.holds()
         host.metadata = "host-run-1"
         assert _watch(host, clock, watcher, 2, beating=True) is None
         host.metadata = "host-run-2"  # a newer host run beats on
         assert _watch(host, clock, watcher, 2, beating=True) == pytest.approx(2 * BEAT_S)
         assert watcher.why_not == "a newer run of its host took over"
     finally:
+        watcher.close()
+
+
+def test_a_hosted_tasks_look_does_not_wait_for_the_host_beats_read_in_flight(monkeypatch):
+    """Thirty slots of a shared task look at the host's beats; one read of Kafka at a time, on the reader's own
+    thread: a look while Kafka is slow to answer takes the last read instead of waiting for the next."""
+    answer = threading.Event()
+
+    class _SlowHost(_Group):
+        def committed(self, partitions, timeout):
+            answer.wait(5)
+            return super().committed(partitions, timeout)
+
+    own, host = _Group(), _SlowHost()
+    host.metadata = "host-run-1"
+    groups = {stream_lease.lease_group("g"): own, stream_lease.host_lease_group("h"): host}
+    monkeypatch.setattr(stream_lease, "group_committer", lambda config, name: groups[name])
+    monkeypatch.setattr(stream_lease._HostBeatReader, "_start_reading", lambda reader, group: None)
+    watcher = LeaseWatcher({}, "g", TopicPartition("t", 0), "run-1", HostBeatRef(stream_lease.host_lease_group("h"),
+                                                                                 "host-run-1"))
+    reader = watcher._host_beats
+    try:
+        answer.set()
+        assert reader.read(("t", 0)) == ((1, "host-run-1"), 1)  # asked for the first time: read at once
+        answer.clear()
+        host.beat = 2
+        slow = threading.Thread(target=reader.read_now)
+        slow.start()
+        started = time.monotonic()
+        assert reader.read(("t", 0)) == ((1, "host-run-1"), 1)  # the last read, at once
+        assert time.monotonic() - started < 1
+        answer.set()
+        slow.join(5)
+        assert reader.read(("t", 0)) == ((2, "host-run-1"), 2)
+    finally:
+        answer.set()
         watcher.close()
 
 
