@@ -11,7 +11,6 @@ same way: the driver knows when a bridge's part of a shared job is over.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import threading
 import time
@@ -19,11 +18,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import pyarrow as pa
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException, TopicPartition
 
 from connectors.errors import RecordRefused, is_record_refused, root_cause
-from connectors.kafka.connection import client_logger, group_committer
+from connectors.kafka.connection import group_committer
 
 # A slot's work runs until its lease ends it, and returns why (the lease's one line; None: its deadline passed).
 SlotWork = Callable[[int], "str | None"]
@@ -109,34 +107,32 @@ class SlotRefused(SlotFailed, RecordRefused):
 
 class SlotEnds:
     """The driver's side: which slots of stream `stream_id` have ended, and the error of any that failed. Read
-    through one admin client per Kafka cluster, shared by every stream of the process: a consumer of each slot's
-    group would be a librdkafka client (four threads) per bridge for the bridge's life."""
-
-    _admins: dict[str, AdminClient] = {}  # by client config
-    _admins_lock = threading.Lock()
+    through a consumer of each slot's group that never subscribes. Not through the admin API's
+    ListConsumerGroupOffsets, which reads any group with one client: in librdkafka 2.16 it aborts the process when
+    a read timed out while the group's coordinator was away and the coordinator then comes back (the assertion
+    `eonce->refcnt > 0`, confluentinc/librdkafka#4605; a clean-clone suite's host run died so in a broker restart),
+    and it crashes while a restarted coordinator still loads (rd_kafka_cgrp_op, see kafka/admin.py's commits)."""
 
     def __init__(self, client_config: dict, group: str, where: tuple[str, int], slots: int):
-        key = json.dumps(client_config, sort_keys=True, default=str)
-        with self._admins_lock:
-            if key not in self._admins:
-                self._admins[key] = AdminClient({**client_config, "log_level": 3, "logger": client_logger()})
-            self._admin = self._admins[key]
+        self._client_config = client_config
         self._groups = [_slot_group(group, slot) for slot in range(slots)]
+        self._consumers = [group_committer(client_config, group) for group in self._groups]
         self._where = TopicPartition(*where)
 
     def read(self, stream_id: str) -> tuple[int, BaseException | None, str | None]:
         """(slots ended, the first failure, why the first slot that ended without one did) as Kafka holds them now;
         Kafka away for a moment: none seen."""
         ended, failure, why = 0, None, None
-        # One group a request (librdkafka's limit): asked all at once, answered together.
-        asked = [self._admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [self._where])],
-                                                         request_timeout=_READ_TIMEOUT_S)[group]
-                 for group in self._groups]
-        for future in asked:
+        for slot, consumer in enumerate(self._consumers):
             try:
-                [tp] = future.result(timeout=_READ_TIMEOUT_S).topic_partitions
+                [tp] = consumer.committed([self._where], timeout=_READ_TIMEOUT_S)
                 posted = json.loads(tp.metadata or "{}") if tp.error is None else {}
-            except (KafkaException, ValueError, concurrent.futures.TimeoutError):
+            except KafkaException:
+                # A committer's reads can keep timing out after a broker restart although Kafka is back (see
+                # kafka/admin.py's commits): the next look asks through a new one.
+                self._consumers[slot] = group_committer(self._client_config, self._groups[slot])
+                continue
+            except ValueError:
                 continue
             if posted.get("stream") == stream_id:
                 ended += 1
@@ -146,4 +142,5 @@ class SlotEnds:
         return ended, failure, why
 
     def close(self) -> None:
-        """Nothing of its own to close: the admin client serves the process's next streams."""
+        for consumer in self._consumers:
+            consumer.close()
