@@ -38,7 +38,7 @@ from connectors.cloud_pubsub_source.write import (
 from connectors.errors import BatchError
 from connectors.framework.batch_lease import watching
 from connectors.kafka.connection import source_producer_config
-from connectors.kafka.transactions import PositionsTopic, commit, holding_slot
+from connectors.kafka.transactions import PositionsTopic, abort, commit, holding_slot
 
 # Long enough for a large slice in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
 # open transaction is aborted sooner, when the next run's producer of its slot starts.
@@ -341,7 +341,7 @@ class _SlotMover:
         record = self.state.pruned(self.view, self.key, self.keep_ms)
         if record == self._committed:
             if last:
-                self.producer.abort_transaction()
+                abort(self.producer)
             return False
         self.task.positions.record(self.producer, self.slot, self.key, record)
         commit(self.producer, self.what)

@@ -209,6 +209,12 @@ def commit_slot_records(producer_config: dict, positions: PositionsTopic, record
             commit(producer, f"{what} ({key})")
 
 
+def abort(producer) -> None:
+    """Aborts the producer's open transaction within COMMIT_TIMEOUT_S: librdkafka's abort_transaction() without a
+    timeout waits for ever, and a task waiting on it holds its run past the bridge's outage timeout."""
+    producer.abort_transaction(COMMIT_TIMEOUT_S)
+
+
 def commit(producer, what: str, timeout_s: float = COMMIT_TIMEOUT_S) -> None:
     """Commits the producer's transaction; on failure aborts it (when it can be) and raises naming `what`. A
     fenced producer (a newer run took the slot) cannot abort: its records are never visible."""
@@ -219,7 +225,7 @@ def commit(producer, what: str, timeout_s: float = COMMIT_TIMEOUT_S) -> None:
     except KafkaException as exc:
         error = exc.args[0]
         if error.txn_requires_abort():
-            producer.abort_transaction(COMMIT_TIMEOUT_S)
+            abort(producer)
             raise BatchError(f"{what}: Kafka refused the transaction, aborted: {error.str()}") from None
         if error.fatal():
             raise BatchError(f"{what}: the transaction was not committed ({error.str()}); a newer run of the "

@@ -24,7 +24,7 @@ from connectors.kafka.admin import KafkaAdmin, Offsets
 from connectors.kafka.outages import kafka_outages_named
 from connectors.framework.sink_tally import SinkTally, TalliedBatch
 from connectors.framework.sink_writer import OpenWriter, SinkWriter
-from connectors.kafka.transactions import PositionsTopic, commit, holding_slot, slot_of
+from connectors.kafka.transactions import PositionsTopic, abort, commit, holding_slot, slot_of
 from connectors.kafka_sink.write import ReplicaTarget, Sends
 
 # Long enough for a large part in one transaction (the brokers' default transaction.max.timeout.ms); a killed run's
@@ -174,7 +174,7 @@ class _Slot:
         if self.next_offset is not None:
             self._commit(tally)
         elif self.open:  # nothing was sent in it: everything was committed before
-            self.producer.abort_transaction()
+            abort(self.producer)
             self.open = False
 
     def _commit(self, tally: SinkTally) -> None:
@@ -185,7 +185,7 @@ class _Slot:
             self.sends.settle(self.producer, tally)
         except Exception:
             with contextlib.suppress(Exception):  # a fenced producer cannot abort: its records are never visible
-                self.producer.abort_transaction()
+                abort(self.producer)
             raise
         self.positions.record(self.producer, self.slot, self.key, {"next_offset": self.next_offset})
         commit(self.producer, f"source partition {self.what}")

@@ -22,7 +22,7 @@ from connectors.arrow_rows import rows_batch
 from connectors.errors import BatchError
 from connectors.framework.batch_lease import watching
 from connectors.kafka.connection import source_producer_config
-from connectors.kafka.transactions import commit, holding_slot
+from connectors.kafka.transactions import COMMIT_TIMEOUT_S, abort, commit, holding_slot
 from connectors.pubsublite.clients import region_of
 from connectors.pubsublite_source.config import PubSubLiteSourceConfig
 from connectors.pubsublite_source.convert import PubSubLiteSourceConverter
@@ -95,9 +95,10 @@ async def _move_range(task: LiteSourceTask, client, lite_partition: int, start: 
 def _commit(writer: KafkaWriter, positions, lite_partition: int, key: str, next_cursor: int, what: str) -> None:
     """The slice's records acknowledged, then the position written and the transaction committed; a record Kafka
     refused aborts it (nothing of it becomes visible) and fails the task naming the record."""
-    writer.producer.flush()
+    # Bounded: a record still unacknowledged after it fails the commit below (commit_transaction waits for it).
+    writer.producer.flush(COMMIT_TIMEOUT_S)
     if writer.failures:
-        writer.producer.abort_transaction()
+        abort(writer.producer)
         raise BatchError(f"{what}: {writer.refusals()}; the transaction was aborted")
     positions.record(writer.producer, lite_partition, key, {"next_cursor": next_cursor})
     commit(writer.producer, what)
