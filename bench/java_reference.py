@@ -9,6 +9,8 @@ standalone worker, against the bench's own Kafka and pstest, timed as follows.
 - Warm: the same row measured on a second connector added (REST API) to a worker whose first connector
   has just moved as many records, so the JVM's JIT has compiled the path; ours run on warm engines too.
 The worker reaches pstest through bench.tls_front (the connector only speaks TLS to Google hosts).
+With BENCH_JAVA_JFR=<folder>, every worker records a JFR profile from its start into <folder>/<worker>.jfr
+(started with the JVM: one started by attaching to a warm worker kept its JIT compiler busy through the row).
 """
 
 from __future__ import annotations
@@ -99,8 +101,11 @@ class JavaReference:
                 "offset.flush.interval.ms": "1000", "listeners": f"http://127.0.0.1:{port}"}
 
     def _launch(self, work: Path, main_class: str, arguments: list[Path], classpath: str | None) -> subprocess.Popen:
+        profile = os.environ.get("BENCH_JAVA_JFR")
         command = [
             fetch.require_tool("java", "OpenJDK 17"), "-Xms256m", "-Xmx2g",  # connect-standalone.sh's heap
+            *([f"-XX:StartFlightRecording=settings=profile,dumponexit=true,filename={profile}/{work.name}.jfr"]
+              if profile else []),
             f"-Djdk.net.hosts.file={self.credentials / 'hosts'}",
             f"-Djavax.net.ssl.trustStore={self.credentials / 'trust.p12'}",
             f"-Djavax.net.ssl.trustStorePassword={TRUST_STORE_PASSWORD}", "-Djavax.net.ssl.trustStoreType=PKCS12",
