@@ -8,7 +8,9 @@ time of every record (p50, p99) across the fleet, and how long until every bridg
 `dagster dev`'s start and from its (first) run's. The emulators are not counted. The same N topics through one Java
 Kafka Connect worker (1.3.3, one connector per topic, tasks.max=1) beside it. Each fleet size runs `--rounds`
 times, ours and Java's in turn (the order turned around every other round); a row shows the median of its rounds and
-their min-max, and the ratios are of medians.
+their min-max, and the ratios are of medians. Before the rounds, an untimed round of ours at the largest size warms
+the stack (its Kafka broker's JIT, the Spark Connect server, the OS's file cache): without it, the first round, ours
+on a broker just started, carried the bench's whole p99 tail.
 
     python -m bench.fleet [--bridges 1,10,30] [--rate 20] [--seconds 60] [--rounds 3] [--own-runs] [--batch]
     (a stack of its own, like python -m bench)
@@ -44,6 +46,7 @@ from local_stack.paths import PROJECT_ROOT
 
 SETTLE_S = 10  # after the last run started, before anything is measured
 WINDOW_S = 30  # CPU is measured over this long, steady and idle
+WARM_UP_S = 20  # of traffic in the untimed round that warms the stack
 JAVA_SINK = "com.google.pubsub.kafka.sink.CloudPubSubSinkConnector"
 
 
@@ -348,7 +351,12 @@ def main() -> None:
     with bench_stack() as stack:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
         engine_pid = {s.name: s.pid for s in stack.status()}["spark"]
-        for count in [int(n) for n in args.bridges.split(",")]:
+        counts = [int(n) for n in args.bridges.split(",")]
+        print(f"warming the stack: an untimed round of ours, {max(counts)} bridges, {WARM_UP_S} s of traffic ...",
+              flush=True)
+        ours(max(counts), args.rate, WARM_UP_S, remote, engine_pid, "hosted")
+        results["warm_up"] = f"an untimed round of ours, {max(counts)} bridges, {WARM_UP_S} s of traffic"
+        for count in counts:
             sides: dict[str, Callable[[int], dict]] = {
                 "ours": lambda _round, n=count: ours(n, args.rate, args.seconds, remote, engine_pid, "hosted")}
             for wanted, shape, key in ((args.own_runs, "own-runs", "ours_own_runs"), (args.batch, "batch", "ours_batch")):
@@ -383,7 +391,8 @@ def render(results: dict) -> str:
              ("java", "Java worker")]
     rounds = results.get("rounds", 1)
     lines = [f"{results['rate_per_bridge']} records/s per bridge for {results['seconds']} s, "
-             + (f"{rounds} rounds, the sides in turn: medians (min-max)." if rounds > 1 else "one run per row."), "",
+             + (f"{rounds} rounds, the sides in turn: medians (min-max)." if rounds > 1 else "one run per row.")
+             + (f" Before them, {results['warm_up']} warmed the stack." if results.get("warm_up") else ""), "",
              "| bridges | side | steady CPU (% of a core) | idle CPU | steady memory (MB) | p50 | p99 | all moving after "
              "(from `dagster dev`'s start / the run's) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
