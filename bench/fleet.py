@@ -352,10 +352,9 @@ def main() -> None:
         remote = stack.env()["BRIDGE_SPARK_REMOTE"]
         engine_pid = {s.name: s.pid for s in stack.status()}["spark"]
         counts = [int(n) for n in args.bridges.split(",")]
-        print(f"warming the stack: an untimed round of ours, {max(counts)} bridges, {WARM_UP_S} s of traffic ...",
-              flush=True)
-        ours(max(counts), args.rate, WARM_UP_S, remote, engine_pid, "hosted")
         results["warm_up"] = f"an untimed round of ours, {max(counts)} bridges, {WARM_UP_S} s of traffic"
+        print(f"warming the stack: {results['warm_up']} ...", flush=True)
+        ours(max(counts), args.rate, WARM_UP_S, remote, engine_pid, "hosted")
         for count in counts:
             sides: dict[str, Callable[[int], dict]] = {
                 "ours": lambda _round, n=count: ours(n, args.rate, args.seconds, remote, engine_pid, "hosted")}
