@@ -37,7 +37,8 @@ def test_messages_become_exactly_one_record_each_with_key_timestamp_and_partitio
     topic, name = f"src-{unique}", f"src_{unique}"
     kafka_admin().create_topic(topic, partitions=3)
     subscription = create_pubsub_topic(topic)
-    sent = {f"m{i}".encode(): {"user": f"user-{i % 7}", "ts": str(1_600_000_000_000 + i)} for i in range(250)}
+    an_hour_ago = int(time.time() * 1000) - 3_600_000  # older ones would be deleted by the broker's time retention
+    sent = {f"m{i}".encode(): {"user": f"user-{i % 7}", "ts": str(an_hour_ago + i)} for i in range(250)}
     publish_pubsub_messages(topic, list(sent.items()))
     defs = build_definitions(cloud_source_bridges_file(tmp_path, name, subscription, topic, {
         "kafka.key.attribute": "user", "kafka.timestamp.attribute": "ts",
