@@ -35,7 +35,8 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from bench.common import (
-    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, spreads_overlap, write_results,
+    BENCH_STACK_HOME, alternating_rounds, bench_stack, rounds_arguments, rounds_summary, short_rows_line, spreads_overlap,
+    write_results,
 )
 from bench.comparisons import write_table
 from bench.continuous import continuous_run
@@ -182,6 +183,10 @@ def render(results: dict) -> str:
             f"{kind} {statistics.median(split.get(kind, 0.0) for split in splits):.2f}" for kind in kinds) + ".")
     if spreads_overlap(ours, java):
         lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
+    short = short_rows_line({name: results[key] for name, key in (
+        ("ours", "ours"), ("ours always on", "ours_always_on"), ("Java", "java")) if results.get(key)})
+    if short:
+        lines.append(short)
     return "\n".join(lines) + "\n"
 
 

@@ -115,6 +115,20 @@ def rounds_summary(rows: list[dict]) -> dict:
             "cpu_median": statistics.median(cpus), "cpu_min": cpus[0], "cpu_max": cpus[-1]}
 
 
+SHORTEST_STEADY_S = 20.0
+
+
+def short_rows_line(sides: dict[str, list[dict]]) -> str:
+    """A line naming the sides whose rows (records, seconds each) moved for less than SHORTEST_STEADY_S in the median:
+    too short to be steady, their rate says more about the start than about the copy; empty when none did."""
+    short = [f"{name} {statistics.median(r['seconds'] for r in rows):.1f} s" for name, rows in sides.items()
+             if statistics.median(r["seconds"] for r in rows) < SHORTEST_STEADY_S]
+    if not short:
+        return ""
+    return (f"Rows shorter than {SHORTEST_STEADY_S:.0f} s of copying (medians): {', '.join(short)}; raise --records "
+            "for steady rates.")
+
+
 def median_spread(values: list[float], fmt: str = "{:,.0f}") -> str:
     """`median (min-max)` of a row's repetitions, each formatted by `fmt`; a single value alone."""
     if len(values) == 1:

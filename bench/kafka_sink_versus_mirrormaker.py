@@ -1,26 +1,31 @@
-"""The Kafka -> Kafka bridge beside MirrorMaker 2, in rounds (about 12 minutes on 2 cores):
+"""The Kafka -> Kafka bridge beside MirrorMaker 2, in rounds (about 15 minutes on 2 cores):
 
-    python -m bench.kafka_sink_versus_mirrormaker [--records 1000000] [--size 1024] [--rounds 3] [--exactly-once]
+    python -m bench.kafka_sink_versus_mirrormaker [--records 4000000] [--size 1024] [--rounds 3] [--exactly-once]
+                                                  [--command-records 1000000]
 
 On one fresh stack (its two Kafka clusters, no emulator anywhere), each round copies the same source topic of
-`--records` records (4 partitions) to the target cluster, one side after the other, the order alternating:
+`--records` records (4 partitions) to the target cluster, one side after the other, the order alternating (each
+copy's topic is deleted after its row, so the rounds fit the disk):
 - MirrorMaker 2: Apache Kafka's MirrorSourceConnector (connect-mirror 4.1.1, tasks.max=2, its defaults, ByteArray
-  converters) on a warm Kafka Connect standalone worker: a first connector copies a warm-up topic of as many records
-  in the same JVM, then the row's connector is added through the worker's REST API. The target topic is made first
-  with LogAppendTime; the row is first to last arrival there, the JVM's CPU over the same span.
+  converters) on a warm Kafka Connect standalone worker: a first connector copies a warm-up topic of
+  `--command-records` records in the same JVM, then the row's connector is added through the worker's REST API. The
+  target topic is made first with LogAppendTime; the row is first to last arrival there, the JVM's CPU over the same
+  span.
 - ours: the Kafka sink (KafkaSinkConnector, at least once) in one micro-batch on the warm Spark Connect engine, after
   an untimed batch; its row is the batch (plan to last delivery), its CPU the run process's and the engine's.
 - ours always on: the same bridge in a continuous run of its own (`dagster job execute` of its job, tasks.max=2)
   draining the topic from its earliest offsets; its row is first to last arrival, as MirrorMaker 2's is, its CPU
   the run's and the engine's from the first arrival seen to the last.
-- the whole command, as a user runs each: `dagster asset materialize` of a batch bridge of the Kafka sink on the
-  warm engine (after an untimed one), from the command's start to its exit (its process, the code location's load
-  and the Spark session included) and to the last arrival; MirrorMaker 2 from adding the row's connector to the
-  warm worker to the last arrival.
+- the whole command, as a user runs each, copying the warm-up topic (`--command-records`, so that the start's
+  seconds weigh as they did when the target was set): `dagster asset materialize` of a batch bridge of the Kafka
+  sink on the warm engine (after an untimed one), from the command's start to its exit (its process, the code
+  location's load and the Spark session included) and to the last arrival; MirrorMaker 2 from adding a third
+  connector to the same warm worker to the last arrival.
 With --exactly-once both sides copy exactly once: MirrorMaker 2 on a one-worker distributed cluster with KIP-618's
 exactly.once.source.support (a standalone worker has none) and `exactly.once.support=required`, its source consumer
 reading committed records; ours with `exactly.once.support=required`.
-Prints medians with min-max, the ratio of medians and the brokers' own limit beside them, and writes
+Prints medians with min-max, the ratio of medians and the brokers' own limit beside them, says which rows moved
+for less than 20 s (too short to be steady: raise --records), and writes
 bench/kafka_sink_versus_mirrormaker.json (`_<size>b` before `.json` at another size than 1 KiB, `_exactly_once`
 with --exactly-once).
 """
@@ -42,8 +47,8 @@ from rich.markdown import Markdown
 
 from bench import limits
 from bench.common import (
-    BENCH_STACK_HOME, alternating_rounds, attached_stack, bench_stack, median_spread, rounds_arguments, rounds_summary,
-    spreads_overlap, stack_services, warm_engine, write_results,
+    BENCH_STACK_HOME, alternating_rounds, attached_stack, bench_stack, median_spread, ranges_overlap, rounds_arguments,
+    rounds_summary, short_rows_line, spreads_overlap, stack_services, warm_engine, write_results,
 )
 from bench.comparisons import write_table
 from bench.data import kafka_topic, unique_name
@@ -64,6 +69,14 @@ def _admin(bootstrap: str):
     return KafkaAdmin(KafkaConnection(bootstrap))
 
 
+def _delete_copy(topic: str) -> None:
+    """Delete a row's copy on the target cluster once measured: a round writes several GB."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "log_level": 3})
+    admin.delete_topics([topic])[topic].result(60)
+
+
 def mirror_config(alias: str, topic: str, exactly_once: bool = False) -> dict[str, str]:
     """A MirrorSourceConnector copying `topic` from the stack's Kafka (named `alias`) to `<alias>.<topic>` on the
     target cluster, the worker's own; `exactly_once`: KIP-618's, which MirrorSourceConnector supports when its
@@ -80,14 +93,16 @@ def mirror_config(alias: str, topic: str, exactly_once: bool = False) -> dict[st
             "refresh.topics.interval.seconds": "1"}
 
 
-def mirror_row(topic: str, warm_up: str, records: int, round_no: int, exactly_once: bool = False,
-               timeout_s: float = 600) -> dict:
-    """MirrorMaker 2 on a warm worker: the warm-up connector copies `warm_up`, then the row's connector `topic`. At
-    least once on a standalone worker; `exactly_once` on a one-worker distributed cluster (KIP-618 needs one)."""
+def mirror_row(topic: str, records: int, warm_up: str, warm_up_records: int, round_no: int,
+               exactly_once: bool = False, timeout_s: float = 900) -> dict:
+    """MirrorMaker 2 on a warm worker: the warm-up connector copies `warm_up`, then the row's connector `topic`, then
+    (at least once) a third connector `warm_up` again, for the whole command's row. At least once on a standalone
+    worker; `exactly_once` on a one-worker distributed cluster (KIP-618 needs one)."""
     target_bootstrap = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
     target = _admin(target_bootstrap)
-    row_alias, warm_alias = f"row{round_no}", f"warm{round_no}"
-    for alias, name in ((row_alias, topic), (warm_alias, warm_up)):
+    row_alias, warm_alias, command_alias = f"row{round_no}", f"warm{round_no}", f"mm2-command{round_no}"
+    copies = ((row_alias, topic), (warm_alias, warm_up), *(() if exactly_once else ((command_alias, warm_up),)))
+    for alias, name in copies:
         target.create_topic(f"{alias}.{name}", PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
     folder = BENCH_STACK_HOME / f"mirrormaker-{round_no}"
     shutil.rmtree(folder, ignore_errors=True)
@@ -104,17 +119,26 @@ def mirror_row(topic: str, warm_up: str, records: int, round_no: int, exactly_on
     try:
         if exactly_once:
             add_connector(port, worker_home.connector_config(warm_name, warm_config))
-        wait_for_arrivals(target, worker, log, f"{warm_alias}.{warm_up}", records, deadline, exactly_once)
-        added = time.time()
+        wait_for_arrivals(target, worker, log, f"{warm_alias}.{warm_up}", warm_up_records, deadline, exactly_once)
         add_connector(port, worker_home.connector_config(unique_name("mm2-row"),
                                                          mirror_config(row_alias, topic, exactly_once)))
         copied = f"{row_alias}.{topic}"
         arrivals = wait_for_arrivals(target, worker, log, copied, records, deadline, exactly_once)
+        command = {}
+        if not exactly_once:
+            added = time.time()
+            add_connector(port, worker_home.connector_config(unique_name("mm2-command"),
+                                                             mirror_config(command_alias, warm_up)))
+            command_copy = f"{command_alias}.{warm_up}"
+            wait_for_arrivals(target, worker, log, command_copy, warm_up_records, deadline)
+            _, command_last = arrival_span(command_copy, list(range(PARTITIONS)), warm_up_records, target_bootstrap)
+            command = {"command_records": warm_up_records, "command_seconds": round(command_last - added, 3)}
     finally:
         stop_worker(worker)
     first, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
-    return {**_arrivals_row(records, last - first, arrivals), "peak_mb": round(arrivals.peak / 1e6),
-            "command_seconds": round(last - added, 3)}
+    for alias, name in copies:
+        _delete_copy(f"{alias}.{name}")
+    return {**_arrivals_row(records, last - first, arrivals), "peak_mb": round(arrivals.peak / 1e6), **command}
 
 
 def _arrivals_row(records: int, seconds: float, arrivals: Arrivals) -> dict:
@@ -151,6 +175,7 @@ def our_command_row(topic: str, records: int, label: str) -> dict:
         errors = [line for line in result.stderr.splitlines() if "Error" in line or "Failure" in line]
         raise RuntimeError(f"dagster asset materialize failed ({home / 'materialize.log'}): {errors[-1:]}")
     _, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
+    _delete_copy(copied)
     return {"records": records, "seconds": round(ended - started, 3), "to_last_arrival": round(last - started, 3)}
 
 
@@ -173,6 +198,7 @@ def our_always_on_row(topic: str, records: int, label: str, engine_pid: int, exa
         arrivals = wait_for_arrivals(target, run, continuous_log(name), copied, records, time.monotonic() + 600,
                                      exactly_once, also=(engine_pid,))
     first, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
+    _delete_copy(copied)
     return _arrivals_row(records, last - first, arrivals)
 
 
@@ -202,6 +228,7 @@ def our_row(spark, server_pid: int, topic: str, records: int, label: str, exactl
         cpu_s = cpu.seconds()
     if result.batch.totals["records"] != records:
         raise RuntimeError(f"ours copied {result.batch.totals['records']:,} records of {records:,}")
+    _delete_copy(f"{label}.{topic}")
     return {"records": records, "seconds": round(result.batch.duration_s, 3), "cpu_s": round(cpu_s, 2),
             "cpu_per_100k": round(cpu_s * 100_000 / records, 2)}
 
@@ -235,6 +262,10 @@ def render(results: dict) -> str:
               "the lower of the brokers' limits (target at least 0.8x)."]
     if spreads_overlap(ours, mm2):
         lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
+    short = short_rows_line({name: results[key] for name, key in (
+        ("ours", "ours"), ("ours always on", "ours_always_on"), ("MirrorMaker 2", "mirrormaker")) if results.get(key)})
+    if short:
+        lines.append(short)
     if always_on:
         lines.append(f"Always on ÷ MirrorMaker 2: **{always_on['rate_median'] / mm2['rate_median']:.2f}x** the "
                      f"records/s at **{always_on['cpu_median'] / mm2['cpu_median']:.2f}x** the CPU per record"
@@ -250,31 +281,35 @@ def _command_lines(results: dict) -> list[str]:
     ours = [r["seconds"] for r in results["ours_command"]]
     ours_arrival = [r["to_last_arrival"] for r in results["ours_command"]]
     mm2 = [r["command_seconds"] for r in results["mirrormaker"]]
+    records = results["ours_command"][0]["records"]
     ratio = statistics.median(mm2) / statistics.median(ours)
-    lines = ["The whole command, wall clock in seconds (medians, min-max):", "",
+    lines = [f"The whole command copying {records:,} records, wall clock in seconds (medians, min-max):", "",
              "| | to the last arrival | to the command's exit |", "| --- | --- | --- |",
              f"| ours: `dagster asset materialize` of a batch bridge | {median_spread(ours_arrival, '{:.1f}')} | "
              f"{median_spread(ours, '{:.1f}')} |",
              f"| MirrorMaker 2: its connector added to a warm worker | {median_spread(mm2, '{:.1f}')} | |",
              "", f"MirrorMaker 2's time ÷ ours to the command's exit: **{ratio:.2f}x** (target 2x)."]
-    if min(mm2) <= max(ours) and min(ours) <= max(mm2):
+    if ranges_overlap(ours, mm2):
         lines.append("The two spreads overlap: the gap between the medians is within this machine's noise.")
     return lines
 
 
 def main() -> None:
-    parser = rounds_arguments(__doc__)
+    parser = rounds_arguments(__doc__, records=4_000_000)
+    parser.add_argument("--command-records", type=int, default=1_000_000,
+                        help="the warm-up topic's records, which the whole command's rows copy too")
     parser.add_argument("--exactly-once", action="store_true",
                         help="both sides exactly once: MirrorMaker 2 on an exactly-once distributed worker, ours with "
                              "exactly.once.support=required (no whole-command side)")
     args = parser.parse_args()
     console = Console(stderr=True)
     results = {"records": args.records, "size": args.size, "rounds": args.rounds, "exactly_once": args.exactly_once}
-    eos = args.exactly_once
+    eos, warm_up_records = args.exactly_once, args.command_records
     with bench_stack() as stack:
-        console.print(f"filling two topics with {args.records:,} records of {args.size:,} B ...")
-        topic, warm_up = (kafka_topic(unique_name(f"mirror-{kind}"), PARTITIONS, args.records, args.size)
-                          for kind in ("row", "warm-up"))
+        console.print(f"filling the row topic with {args.records:,} records of {args.size:,} B and the warm-up topic "
+                      f"with {warm_up_records:,} ...")
+        topic = kafka_topic(unique_name("mirror-row"), PARTITIONS, args.records, args.size)
+        warm_up = kafka_topic(unique_name("mirror-warm-up"), PARTITIONS, warm_up_records, args.size)
         results["brokers_limit"] = {
             "consume": round(limits.kafka_consume(topic, args.records)),
             "produce": round(limits.kafka_produce(kafka_topic(unique_name("limit-produce"), PARTITIONS),
@@ -284,15 +319,16 @@ def main() -> None:
         server = {s.name: s.pid for s in stack.status()}["spark"]
         services = stack_services(stack)
         # untimed: imports, producers on the workers
-        our_row(spark, server, warm_up, args.records, "warm-up", eos, services)
+        our_row(spark, server, warm_up, warm_up_records, "warm-up", eos, services)
         sides = {
-            "mirrormaker": lambda round_no: mirror_row(topic, warm_up, args.records, round_no, eos),
+            "mirrormaker": lambda round_no: mirror_row(topic, args.records, warm_up, warm_up_records, round_no, eos),
             "ours": lambda round_no: our_row(spark, server, topic, args.records, f"ours{round_no}", eos, services),
             "ours_always_on": lambda round_no: our_always_on_row(topic, args.records, f"always-on{round_no}", server,
                                                                  eos)}
         if not eos:
-            our_command_row(warm_up, args.records, "command-warm-up")  # untimed: the command's files in the OS's cache
-            sides["ours_command"] = lambda round_no: our_command_row(topic, args.records, f"command{round_no}")
+            # untimed: the command's files in the OS's cache
+            our_command_row(warm_up, warm_up_records, "command-warm-up")
+            sides["ours_command"] = lambda round_no: our_command_row(warm_up, warm_up_records, f"command{round_no}")
         results |= alternating_rounds(args.rounds, sides, console.print)
     path = HERE / results_name(args.size, eos)
     write_results(path, results)

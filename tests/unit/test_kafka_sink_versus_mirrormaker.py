@@ -60,3 +60,20 @@ def test_the_comparisons_table_leaves_out_a_side_its_results_file_does_not_hold(
     (tmp_path / "kafka_sink_versus_mirrormaker.json").write_text(
         json.dumps({**results, "ours_always_on": [_row(120_000, 1.0)]}))
     assert len(table(tmp_path).splitlines()[2:]) == 2
+
+
+def test_rows_shorter_than_twenty_seconds_are_named():
+    short = render(_results([_row(r, 2.0) for r in (80_000, 90_000, 70_000)],  # 11-14 s each
+                            [_row(r, 5.0) for r in (30_000, 25_000, 35_000)]))  # 29-40 s each
+    assert "Rows shorter than 20 s of copying (medians): ours 12.5 s; raise --records" in short
+    steady = render(_results([_row(r, 2.0) for r in (40_000, 45_000, 35_000)],
+                             [_row(r, 5.0) for r in (30_000, 25_000, 35_000)]))
+    assert "Rows shorter" not in steady
+
+
+def test_the_whole_command_names_its_own_size():
+    results = _results([_row(90_000, 2.0)], [{**_row(30_000, 5.0), "command_seconds": 12.0}])
+    results["ours_command"] = [{"records": 500_000, "seconds": 6.0, "to_last_arrival": 5.5}]
+    table = render(results)
+    assert "The whole command copying 500,000 records" in table
+    assert "MirrorMaker 2's time ÷ ours to the command's exit: **2.00x** (target 2x)." in table
