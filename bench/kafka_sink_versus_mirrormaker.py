@@ -16,9 +16,9 @@ copy's topic is deleted after its row, so the rounds fit the disk):
 - ours always on: the same bridge in a continuous run of its own (`dagster job execute` of its job, tasks.max=2)
   draining the topic from its earliest offsets; its row is first to last arrival, as MirrorMaker 2's is, its CPU
   the run's and the engine's from the first arrival seen to the last.
-- the whole command, as a user runs each, copying the warm-up topic (`--command-records`, so that the start's
-  seconds weigh as they did when the target was set): `dagster asset materialize` of a batch bridge of the Kafka
-  sink on the warm engine (after an untimed one), from the command's start to its exit (its process, the code
+- the whole command, as a user runs each, copying the warm-up topic (`--command-records` whatever `--records` is,
+  so that the command's start weighs the same in every run): `dagster asset materialize` of a batch bridge of the
+  Kafka sink on the warm engine (after an untimed one), from the command's start to its exit (its process, the code
   location's load and the Spark session included) and to the last arrival; MirrorMaker 2 from adding a third
   connector to the same warm worker to the last arrival.
 With --exactly-once both sides copy exactly once: MirrorMaker 2 on a one-worker distributed cluster with KIP-618's
