@@ -121,8 +121,8 @@ SHORTEST_STEADY_S = 20.0
 def short_rows_line(sides: dict[str, list[dict]]) -> str:
     """A line naming the sides whose rows (records, seconds each) moved for less than SHORTEST_STEADY_S in the median:
     too short to be steady, their rate says more about the start than about the copy; empty when none did."""
-    short = [f"{name} {statistics.median(r['seconds'] for r in rows):.1f} s" for name, rows in sides.items()
-             if statistics.median(r["seconds"] for r in rows) < SHORTEST_STEADY_S]
+    medians = {name: statistics.median(r["seconds"] for r in rows) for name, rows in sides.items()}
+    short = [f"{name} {seconds:.1f} s" for name, seconds in medians.items() if seconds < SHORTEST_STEADY_S]
     if not short:
         return ""
     return (f"Rows shorter than {SHORTEST_STEADY_S:.0f} s of copying (medians): {', '.join(short)}; raise --records "

@@ -63,6 +63,14 @@ def produce_avro(topic: str, count: int, size: int) -> None:
                             for i in range(count)))
 
 
+def delete_kafka_topic(bootstrap_servers: str, topic: str) -> None:
+    """Delete a bench row's topic once measured: a row's copy holds gigabytes."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})  # held: its futures fail once it is collected
+    admin.delete_topics([topic])[topic].result(60)
+
+
 def kafka_topic(name: str, partitions: int, count: int = 0, size: int = 0) -> str:
     from connectors.kafka.admin import KafkaAdmin
     from connectors.kafka.connection import KafkaConnection

@@ -36,7 +36,9 @@ from typing import Iterator
 
 from bench.common import alternating_rounds, bench_stack, write_results
 from bench.continuous import PARTITIONS, continuous_run
-from bench.data import LITE_LOCATION, PROJECT, kafka_topic, lite_connection, publish_lite, topic_records, unique_name
+from bench.data import (
+    LITE_LOCATION, PROJECT, delete_kafka_topic, kafka_topic, lite_connection, publish_lite, topic_records, unique_name,
+)
 from bench.process_memory import TreeCpu
 from bench.pubsub_counter import PubSubCounter, running_counter
 from local_stack.paths import PROJECT_ROOT
@@ -165,13 +167,6 @@ def _fill_lite(topic, records: int, processes: int = 2) -> None:
             raise RuntimeError("a publisher filling the Lite topic failed (see its traceback above)")
 
 
-def _delete_topic(bootstrap_servers: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})  # held: its futures fail once it is collected
-    admin.delete_topics([topic])[topic].result(60)
-
-
 def drain_row(row: Row, remote: str, engine_pid: int, exactly_once: bool, round_no: int, lead_s: float,
               seconds: float) -> dict:
     """One bridge on its backlog: the records committed over `seconds`, after `lead_s` of moving."""
@@ -192,7 +187,7 @@ def drain_row(row: Row, remote: str, engine_pid: int, exactly_once: bool, round_
                 time.sleep(min(1.0, seconds - (ended - started)))
                 last, ended = topic_records(bootstrap_servers, topic, "read_committed"), time.monotonic()
             cpu_s = cpu.seconds()
-    _delete_topic(bootstrap_servers, topic)  # a row's target holds gigabytes
+    delete_kafka_topic(bootstrap_servers, topic)
     moved = last - first
     if ended - started < seconds / 2:
         raise RuntimeError(f"the backlog of {row.records:,} records nearly ran out within {ended - started:.0f} s: "

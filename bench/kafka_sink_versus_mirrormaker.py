@@ -51,7 +51,7 @@ from bench.common import (
     rounds_summary, short_rows_line, spreads_overlap, stack_services, warm_engine, write_results,
 )
 from bench.comparisons import write_table
-from bench.data import kafka_topic, unique_name
+from bench.data import delete_kafka_topic, kafka_topic, unique_name
 from bench.continuous import continuous_log, continuous_run
 from bench.java_reference import Arrivals, JavaReference, add_connector, arrival_span, stop_worker, wait_for_arrivals
 from bench.process_memory import TreeCpu
@@ -71,10 +71,7 @@ def _admin(bootstrap: str):
 
 def _delete_copy(topic: str) -> None:
     """Delete a row's copy on the target cluster once measured: a round writes several GB."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], "log_level": 3})
-    admin.delete_topics([topic])[topic].result(60)
+    delete_kafka_topic(os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"], topic)
 
 
 def mirror_config(alias: str, topic: str, exactly_once: bool = False) -> dict[str, str]:
