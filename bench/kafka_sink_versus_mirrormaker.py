@@ -18,9 +18,11 @@ copy's topic is deleted after its row, so the rounds fit the disk):
   the run's and the engine's from the first arrival seen to the last.
 - the whole command, as a user runs each, copying the warm-up topic (`--command-records` whatever `--records` is,
   so that the command's start weighs the same in every run): `dagster asset materialize` of a batch bridge of the
-  Kafka sink on the warm engine (after an untimed one), from the command's start to its exit (its process, the code
-  location's load and the Spark session included) and to the last arrival; MirrorMaker 2 from adding a third
-  connector to the same warm worker to the last arrival.
+  Kafka sink on the warm engine, each in the one Dagster instance of the bench's commands (after an untimed one,
+  which makes the instance's storage and the shared Spark Connect session as a deployment's first command does),
+  from the command's start to its exit (its process, the code location's load and the session's check included)
+  and to the last arrival; MirrorMaker 2 from adding a third connector to the same warm worker to the last
+  arrival.
 With --exactly-once both sides copy exactly once: MirrorMaker 2 on a one-worker distributed cluster with KIP-618's
 exactly.once.source.support (a standalone worker has none) and `exactly.once.support=required`, its source consumer
 reading committed records; ours with `exactly.once.support=required`.
@@ -145,16 +147,20 @@ def _arrivals_row(records: int, seconds: float, arrivals: Arrivals) -> dict:
             "cpu_per_100k": round(cpu * 100_000 / counted, 2), "first_seen": arrivals.first_written}
 
 
+# The Dagster instance every command row runs in, as a deployment's commands all do: the first command makes its
+# storage and the shared Spark Connect session (and with it the session's Python workers); later ones reuse both.
+COMMAND_HOME = BENCH_STACK_HOME / "command-instance"
+
+
 def our_command_row(topic: str, records: int, label: str) -> dict:
     """`dagster asset materialize` of a batch bridge of the Kafka sink copying `topic` to `<label>.<topic>` from the
-    earliest offsets, on the warm engine, with a Dagster instance of its own."""
+    earliest offsets, on the warm engine, in the Dagster instance of COMMAND_HOME."""
     target_bootstrap = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
     copied, name = f"{label}.{topic}", f"bench_{label.replace('-', '_')}"
     _admin(target_bootstrap).create_topic(copied, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
-    home = BENCH_STACK_HOME / f"command-{label}"
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
-    bridges = home / "bridges.yaml"
+    home = COMMAND_HOME
+    home.mkdir(parents=True, exist_ok=True)
+    bridges = home / f"bridges-{label}.yaml"
     bridges.write_text(yaml.safe_dump({"bridges": [{
         "name": name, "connector": "KafkaSinkConnector", "mode": "batch",
         "config": {"topics": topic, "target.bootstrap.servers": target_bootstrap,
@@ -168,9 +174,10 @@ def our_command_row(topic: str, records: int, label: str) -> dict:
                             cwd=PROJECT_ROOT, capture_output=True, text=True)
     ended = time.time()
     if result.returncode != 0:
-        (home / "materialize.log").write_text(result.stdout + result.stderr)
+        log = home / f"materialize-{label}.log"
+        log.write_text(result.stdout + result.stderr)
         errors = [line for line in result.stderr.splitlines() if "Error" in line or "Failure" in line]
-        raise RuntimeError(f"dagster asset materialize failed ({home / 'materialize.log'}): {errors[-1:]}")
+        raise RuntimeError(f"dagster asset materialize failed ({log}): {errors[-1:]}")
     _, last = arrival_span(copied, list(range(PARTITIONS)), records, target_bootstrap)
     _delete_copy(copied)
     return {"records": records, "seconds": round(ended - started, 3), "to_last_arrival": round(last - started, 3)}
@@ -323,7 +330,8 @@ def main() -> None:
             "ours_always_on": lambda round_no: our_always_on_row(topic, args.records, f"always-on{round_no}", server,
                                                                  eos)}
         if not eos:
-            # untimed: the command's files in the OS's cache
+            # untimed: the command's files in the OS's cache, the instance's storage, the shared session
+            shutil.rmtree(COMMAND_HOME, ignore_errors=True)
             our_command_row(warm_up, warm_up_records, "command-warm-up")
             sides["ours_command"] = lambda round_no: our_command_row(warm_up, warm_up_records, f"command{round_no}")
         results |= alternating_rounds(args.rounds, sides, console.print)
