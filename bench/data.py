@@ -67,7 +67,9 @@ def delete_kafka_topic(bootstrap_servers: str, topic: str) -> None:
     """Delete a bench row's topic once measured: a row's copy holds gigabytes."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})  # held: its futures fail once it is collected
+    # held: its futures fail once it is collected; warnings only, its INFO lines (a background queue purged as it is
+    # destroyed) are not the bench's output
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 3})
     admin.delete_topics([topic])[topic].result(60)
 
 

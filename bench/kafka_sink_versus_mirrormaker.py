@@ -158,15 +158,14 @@ def our_command_row(topic: str, records: int, label: str) -> dict:
     target_bootstrap = os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]
     copied, name = f"{label}.{topic}", f"bench_{label.replace('-', '_')}"
     _admin(target_bootstrap).create_topic(copied, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
-    home = COMMAND_HOME
-    home.mkdir(parents=True, exist_ok=True)
-    bridges = home / f"bridges-{label}.yaml"
+    COMMAND_HOME.mkdir(parents=True, exist_ok=True)
+    bridges = COMMAND_HOME / f"bridges-{label}.yaml"
     bridges.write_text(yaml.safe_dump({"bridges": [{
         "name": name, "connector": "KafkaSinkConnector", "mode": "batch",
         "config": {"topics": topic, "target.bootstrap.servers": target_bootstrap,
                    "topic.rename.format": f"{label}.${{topic}}"},
         "batch": {"max_records": records, "initial_offsets": "earliest"}}]}))
-    env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(home),
+    env = {**os.environ, "BRIDGES_FILE": str(bridges), "DAGSTER_HOME": str(COMMAND_HOME),
            "BRIDGE_SPARK_REMOTE": attached_engine()}
     dagster = str(Path(sys.executable).parent / "dagster")
     started = time.time()
@@ -174,7 +173,7 @@ def our_command_row(topic: str, records: int, label: str) -> dict:
                             cwd=PROJECT_ROOT, capture_output=True, text=True)
     ended = time.time()
     if result.returncode != 0:
-        log = home / f"materialize-{label}.log"
+        log = COMMAND_HOME / f"materialize-{label}.log"
         log.write_text(result.stdout + result.stderr)
         errors = [line for line in result.stderr.splitlines() if "Error" in line or "Failure" in line]
         raise RuntimeError(f"dagster asset materialize failed ({log}): {errors[-1:]}")
