@@ -6,12 +6,15 @@ driver makes the target topics ready (prepare_targets)."""
 
 from __future__ import annotations
 
+import collections
+import functools
 import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connectors.errors import KEEP_GOING_LOOK_S, BatchError, DeliveryAbandoned, RecordError
 from connectors.kafka.admin import KafkaAdmin
@@ -25,9 +28,10 @@ from connectors.kafka_sink.config import KafkaSinkConfig
 from connectors.outage import Unreachable
 
 if TYPE_CHECKING:
-    from confluent_kafka import KafkaError
+    from confluent_kafka import KafkaError, Message
 
 NO_TIMESTAMP = -1  # Spark's timestampType for a record without one
+UNASSIGNED_PARTITION = -1  # librdkafka's partitioner picks the partition (RD_KAFKA_PARTITION_UA)
 # A record batch's own framing (61 bytes) and one record's (its length, attributes, deltas: at most about 30 bytes):
 # what a record adds to its key, value and headers on the wire.
 RECORD_FRAMING_BYTES = 100
@@ -75,6 +79,45 @@ class ReplicaTarget:
 POLL_EVERY_RECORDS = 1000
 
 
+@dataclass
+class HandedBatch:
+    """One batch's records handed to the producer, and the delivery reports that said one failed."""
+
+    slot: TalliedBatch
+    target_of: dict[str, str]  # source topic -> target topic
+    same_partition: bool  # target.partition=same: a record's target partition is its source partition
+    skipped: set[int] = field(default_factory=set)  # rows refused before they were sent
+    undelivered: list[tuple[KafkaError, Message]] = field(default_factory=list)
+
+    def undelivered_rows(self) -> list[tuple[int, KafkaError]]:
+        """The rows the failed reports are about. A report carries its record's target topic, partition, key and
+        value, not its row (a row per report would be an object per record kept until it is acknowledged, and the
+        garbage collector's walks over those took a quarter of the sending thread's time): each is the first row not
+        matched yet that holds the same. Rows alike in all of these share their fate: Kafka refuses a record for good for what it
+        holds (its size, a missing key), and a failure of any other kind fails the whole task."""
+        if not self.undelivered:
+            return []
+        columns = [self.slot.batch.column(name).to_pylist() for name in ("topic", "partition", "key", "value")]
+        rows_holding: dict[tuple, list[int]] = collections.defaultdict(list)  # last row first: pop() is the first
+        for row, (topic, partition, key, value) in reversed(list(enumerate(zip(*columns)))):
+            if row not in self.skipped:
+                rows_holding[self._held(self.target_of[topic], partition, key, value)].append(row)
+        return [(rows_holding[self._held(message.topic(), message.partition(), message.key(), message.value())].pop(),
+                 error) for error, message in self.undelivered]
+
+    def _held(self, target: str, partition: int, key: bytes | None, value: bytes | None) -> tuple:
+        """What a record is matched on: its target topic, its partition when it keeps it, its key and value."""
+        return target, partition if self.same_partition else None, key, value
+
+    def count_published(self, not_published: set[int]) -> None:
+        if self.slot.single is not None:
+            self.slot.single.published += self.slot.batch.num_rows - len(self.skipped) - len(not_published)
+            return
+        for row in range(self.slot.batch.num_rows):
+            if row not in self.skipped and row not in not_published:
+                self.slot.counts(row).published += 1
+
+
 class Sends:
     """What became of the records a task handed its producer: refused for good (too large, invalid: through
     errors.tolerance) or failed (the target's fault: the task fails). In a transaction a record refused after it
@@ -87,8 +130,7 @@ class Sends:
 
     def __init__(self, task: ReplicaTarget, in_transaction: bool = False):
         self.task, self.in_transaction = task, in_transaction
-        self.refused: list[tuple[TalliedBatch, int, object]] = []
-        self.failed: list[tuple[TalliedBatch, int, object]] = []
+        self.handed: list[HandedBatch] = []  # since the last settle
 
     def send(self, producer, slot: TalliedBatch, keep_going: Callable[[], bool] | None = None) -> None:
         """Hands the batch's records to the producer: key, value, headers, timestamp and (by default) partition."""
@@ -96,46 +138,44 @@ class Sends:
 
         cfg = self.task.config
         batch = slot.batch
-        columns = {name: batch.column(name).to_pylist()
-                   for name in ("topic", "partition", "key", "value", "headers", "timestamp_ms", "timestampType")}
+        topics, partitions = batch.column("topic").to_pylist(), batch.column("partition").to_pylist()
+        handed = HandedBatch(slot, {topic: cfg.target_topic(topic) for topic in set(topics)},
+                             cfg.target_partition == "same")
+        self.handed.append(handed)
+        undelivered = handed.undelivered.append
+
+        def reported(error, message) -> None:  # every record's report but a landing row's
+            if error is not None:
+                undelivered((error, message))
+
+        def landed(row: int, error, message) -> None:
+            if error is not None:
+                undelivered((error, message))
+            else:
+                slot.tally.landed(topics[row], partitions[row], batch.column("offset")[row].as_py() + 1,
+                                  message.offset() + 1)
+
         # With checkpoints, where each partition's last record of the batch landed (an always-on stream pairs source
-        # and target positions from it): one row per partition, not a call per record acknowledged.
-        landing_rows = _last_row_per_partition(slot, columns) if cfg.checkpoints else frozenset()
-
-        def delivery(row: int):
-            def report(error, message) -> None:
-                if error is None:
-                    slot.counts(row).published += 1
-                    if row in landing_rows:
-                        slot.tally.landed(columns["topic"][row], columns["partition"][row],
-                                          batch.column("offset")[row].as_py() + 1, message.offset() + 1)
-                elif refused_for_good(error) and not self.in_transaction:
-                    self.refused.append((slot, row, error))
-                else:
-                    self.failed.append((slot, row, error))
-            return report
-
-        targets: dict[str, str] = {}  # source topic -> target topic, named once per batch
-        for row in range(batch.num_rows):
-            kwargs = {
-                "key": columns["key"][row], "value": columns["value"][row],
-                "headers": [(h["key"], h["value"]) for h in columns["headers"][row] or []],
-                "on_delivery": delivery(row),
-            }
-            if columns["timestampType"][row] != NO_TIMESTAMP and columns["timestamp_ms"][row] is not None:
-                kwargs["timestamp"] = columns["timestamp_ms"][row]
-            if cfg.target_partition == "same":
-                kwargs["partition"] = columns["partition"][row]
-            target = targets.get(columns["topic"][row])
-            if target is None:
-                target = targets[columns["topic"][row]] = cfg.target_topic(columns["topic"][row])
-            if self.task.target_max_bytes and (refusal := self.task.too_large(
-                    target, kwargs["key"], kwargs["value"], kwargs["headers"])) is not None:
+        # and target positions from it): one row per partition reports its offset.
+        landing_rows = _last_row_per_partition(slot, topics, partitions) if cfg.checkpoints else frozenset()
+        # The loop below is the task's hottest Python: the columns are read whole, each record is one produce call
+        # with its arguments ready (a kwargs dict and a delivery closure per record had doubled a task's CPU).
+        target_partitions = partitions if handed.same_partition else [UNASSIGNED_PARTITION] * len(topics)
+        limited = bool(self.task.target_max_bytes)
+        produce = producer.produce
+        for row, (topic, partition, key, value, timestamp, headers) in enumerate(zip(
+                topics, target_partitions, batch.column("key").to_pylist(), batch.column("value").to_pylist(),
+                _timestamps(batch), _headers(batch))):
+            target = handed.target_of[topic]
+            if limited and (refusal := self.task.too_large(target, key, value, headers or [])) is not None:
+                handed.skipped.add(row)
                 self._refused_before_sending(slot, row, refusal)
                 continue
+            report = reported if row not in landing_rows else functools.partial(landed, row)
             while True:
                 try:
-                    producer.produce(target, **kwargs)
+                    produce(target, value=value, key=key, partition=partition, on_delivery=report,
+                            timestamp=timestamp, headers=headers)
                     break
                 except BufferError:  # the local queue is full: let acknowledgements drain it
                     producer.poll(0.1 if keep_going is None else KEEP_GOING_LOOK_S)
@@ -143,6 +183,7 @@ class Sends:
                 except KafkaException as exc:
                     if not refused_for_good(exc.args[0]):
                         raise
+                    handed.skipped.add(row)
                     self._refused_before_sending(slot, row, exc.args[0])
                     break
             if row % POLL_EVERY_RECORDS == POLL_EVERY_RECORDS - 1:
@@ -182,20 +223,41 @@ class Sends:
         if left:
             raise Unreachable(f"Kafka at {cfg.target_bootstrap_servers} did not acknowledge {left} records within "
                               f"{timeout_s:.0f} s; the run recorded nothing")
-        if self.failed:
-            slot, row, error = self.failed[0]
+        handed, self.handed = self.handed, []
+        refused, failed = [], []
+        for batch in handed:
+            undelivered = batch.undelivered_rows()
+            for row, error in undelivered:
+                refused_alone = refused_for_good(error) and not self.in_transaction
+                (refused if refused_alone else failed).append((batch.slot, row, error))
+            batch.count_published({row for row, _ in undelivered})
+        if failed:
+            slot, row, error = failed[0]
             raise BatchError(f"{slot.record(row).where}: the target Kafka at {cfg.target_bootstrap_servers} refused "
-                             f"{len(self.failed)} records: {error.str()}")
-        for slot, row, error in self.refused:
+                             f"{len(failed)} records: {error.str()}")
+        for slot, row, error in refused:
             tally.reject(slot.record(row), "KAFKA_PRODUCE", RecordError(f"the target Kafka refused it: {error.str()}"))
-        self.refused = []
         tally.flush_dead_letters()
 
 
-def _last_row_per_partition(slot: TalliedBatch, columns: dict[str, list]) -> frozenset[int]:
+def _last_row_per_partition(slot: TalliedBatch, topics: list[str], partitions: list[int]) -> frozenset[int]:
     if slot.single is not None:  # one partition (a task's range, a round's batch)
         return frozenset({slot.batch.num_rows - 1})
-    return frozenset({(t, p): row for row, (t, p) in enumerate(zip(columns["topic"], columns["partition"]))}.values())
+    return frozenset({place: row for row, place in enumerate(zip(topics, partitions))}.values())
+
+
+def _timestamps(batch: pa.RecordBatch) -> list[int]:
+    """Each record's timestamp, or 0 where it has none (librdkafka then stamps it when it is produced)."""
+    no_timestamp = pc.fill_null(pc.equal(batch.column("timestampType"), NO_TIMESTAMP), False)
+    return pc.fill_null(pc.if_else(no_timestamp, 0, batch.column("timestamp_ms")), 0).to_pylist()
+
+
+def _headers(batch: pa.RecordBatch) -> list[list[tuple[str, bytes | None]] | None]:
+    """Each record's headers as (key, value) pairs, or None where it has none."""
+    column = batch.column("headers")
+    if not pc.sum(pc.fill_null(pc.list_value_length(column), 0)).as_py():  # the usual batch: no record has any
+        return [None] * len(column)
+    return [[(h["key"], h["value"]) for h in headers] if headers else None for headers in column.to_pylist()]
 
 
 class ReplicaWriter(SinkWriter):

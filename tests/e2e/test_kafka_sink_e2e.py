@@ -268,3 +268,51 @@ def test_a_writer_told_to_stop_purges_what_the_target_has_not_acknowledged(stack
     time.sleep(1.0)
     assert _target().end_offsets({topic: [0]})[topic][0] == 1  # the probe, and nothing the writer held
     del writer
+
+
+@pytest.mark.parametrize("tolerance", ["all", "none"])
+def test_records_the_target_refuses_after_they_were_sent_are_named_by_their_own_rows(stack, unique, tolerance):
+    """Keyless records into a compacted target topic, which the broker refuses for good after they were sent,
+    alike ones among them and a second partition beside: with errors.tolerance=all each refused record goes to the
+    dead-letter topic under its own offset and the others count as published; with `none` the writer fails naming
+    the first refused record."""
+    from connectors.config.common import ErrorHandlingKeys
+    from connectors.errors import RecordError
+    from connectors.kafka.range_reader import RECORD_SCHEMA_WITH_HEADERS
+    from connectors.framework.sink_tally import SinkTally
+    from connectors.kafka_sink.config import KafkaSinkConfig
+    from connectors.kafka_sink.write import ReplicaTarget, ReplicaWriter
+
+    source, target_topic, dead_letters = f"src-{unique}", f"compacted-{unique}", f"dlq-{unique}"
+    _target().create_topic(target_topic, partitions=2, config={"cleanup.policy": "compact"})
+    config = KafkaSinkConfig.model_validate({"topics": source, "topic.rename.format": target_topic,
+                                             "target.bootstrap.servers": os.environ["KAFKA_TARGET_BOOTSTRAP_SERVERS"]})
+    places = [(0, 10, None, b"x"), (0, 11, None, b"x"), (0, 12, None, b"y"), (1, 20, b"k1", b"x"), (1, 21, b"k2", b"x")]
+    records = pa.RecordBatch.from_pydict({
+        "topic": [source] * len(places), "partition": [p for p, _, _, _ in places],
+        "offset": [o for _, o, _, _ in places], "timestamp_ms": [0] * len(places),
+        "timestampType": [-1] * len(places), "key": [k for _, _, k, _ in places],
+        "value": [v for _, _, _, v in places], "headers": [[]] * len(places)}, schema=RECORD_SCHEMA_WITH_HEADERS)
+    errors = ErrorHandlingKeys.model_validate({"errors.tolerance": tolerance, **(
+        {"errors.deadletterqueue.topic.name": dead_letters, "errors.deadletterqueue.context.headers.enable": "true"}
+        if tolerance == "all" else {})})
+    tally = SinkTally("refused", errors, {"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
+    writer = ReplicaWriter(ReplicaTarget(config, max_message_bytes=2_000_000, outage_timeout_s=30), tally)
+    if tolerance == "none":
+        with pytest.raises(RecordError, match=f"topic {source} partition 0 offset 10: the target Kafka refused it"):
+            with writer:
+                writer.put(records)
+                writer.flush()
+        return
+    with writer:
+        writer.put(records)
+        writer.flush()
+    counts = {row["partition"]: (row["published"], row["dead_lettered"]) for row in tally.summary()}
+    assert counts == {0: (0, 3), 1: (2, 0)}
+    assert sorted(m.key() for m in _read_target(target_topic, 2, 2)) == [b"k1", b"k2"]
+    dead = Consumer({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "check",
+                     "enable.auto.commit": False})
+    dead.assign([TopicPartition(dead_letters, 0, 0)])
+    letters = [m for m in dead.consume(10, timeout=10) if m.error() is None]
+    dead.close()
+    assert sorted(dict(m.headers())["__connect.errors.offset"] for m in letters) == [b"10", b"11", b"12"]
