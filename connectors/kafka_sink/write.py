@@ -81,20 +81,23 @@ POLL_EVERY_RECORDS = 1000
 
 @dataclass
 class HandedBatch:
-    """One batch's records handed to the producer, and the delivery reports that said one failed."""
+    """One batch's records handed to the producer, and the delivery reports that said one failed. Only its records'
+    delivery callbacks hold it (and with it the batch) until its last report, unless one failed."""
 
     slot: TalliedBatch
     target_of: dict[str, str]  # source topic -> target topic
     same_partition: bool  # target.partition=same: a record's target partition is its source partition
     skipped: set[int] = field(default_factory=set)  # rows refused before they were sent
     undelivered: list[tuple[KafkaError, Message]] = field(default_factory=list)
+    reports: int = 0
+    sent: int | None = None  # known once every record was handed over
 
     def undelivered_rows(self) -> list[tuple[int, KafkaError]]:
         """The rows the failed reports are about. A report carries its record's target topic, partition, key and
         value, not its row (a row per report would be an object per record kept until it is acknowledged, and the
         garbage collector's walks over those took a quarter of the sending thread's time): each is the first row not
-        matched yet that holds the same. Rows alike in all of these share their fate: Kafka refuses a record for good for what it
-        holds (its size, a missing key), and a failure of any other kind fails the whole task."""
+        matched yet that holds the same. Rows alike in all of these share their fate: Kafka refuses a record for good
+        for what it holds (its size, a missing key), and a failure of any other kind fails the whole task."""
         if not self.undelivered:
             return []
         columns = [self.slot.batch.column(name).to_pylist() for name in ("topic", "partition", "key", "value")]
@@ -130,7 +133,7 @@ class Sends:
 
     def __init__(self, task: ReplicaTarget, in_transaction: bool = False):
         self.task, self.in_transaction = task, in_transaction
-        self.handed: list[HandedBatch] = []  # since the last settle
+        self.undelivered: list[HandedBatch] = []  # batches with a failed report, since the last settle
 
     def send(self, producer, slot: TalliedBatch, keep_going: Callable[[], bool] | None = None) -> None:
         """Hands the batch's records to the producer: key, value, headers, timestamp and (by default) partition."""
@@ -141,17 +144,18 @@ class Sends:
         topics, partitions = batch.column("topic").to_pylist(), batch.column("partition").to_pylist()
         handed = HandedBatch(slot, {topic: cfg.target_topic(topic) for topic in set(topics)},
                              cfg.target_partition == "same")
-        self.handed.append(handed)
         undelivered = handed.undelivered.append
 
         def reported(error, message) -> None:  # every record's report but a landing row's
             if error is not None:
                 undelivered((error, message))
+            handed.reports += 1
+            if handed.reports == handed.sent:
+                self._all_reported(handed)
 
         def landed(row: int, error, message) -> None:
-            if error is not None:
-                undelivered((error, message))
-            else:
+            reported(error, message)
+            if error is None:
                 slot.tally.landed(topics[row], partitions[row], batch.column("offset")[row].as_py() + 1,
                                   message.offset() + 1)
 
@@ -189,6 +193,15 @@ class Sends:
             if row % POLL_EVERY_RECORDS == POLL_EVERY_RECORDS - 1:
                 producer.poll(0)
                 self._look(producer, keep_going)
+        handed.sent = len(topics) - len(handed.skipped)
+        if handed.reports == handed.sent:
+            self._all_reported(handed)
+
+    def _all_reported(self, handed: HandedBatch) -> None:
+        if handed.undelivered:
+            self.undelivered.append(handed)  # its rows are found when the task settles
+        else:
+            handed.count_published(set())
 
     def _flush(self, producer, timeout_s: float, keep_going: Callable[[], bool] | None) -> int:
         """The producer's flush, looking at `keep_going` between waits of KEEP_GOING_LOOK_S; what is left unsent."""
@@ -223,9 +236,9 @@ class Sends:
         if left:
             raise Unreachable(f"Kafka at {cfg.target_bootstrap_servers} did not acknowledge {left} records within "
                               f"{timeout_s:.0f} s; the run recorded nothing")
-        handed, self.handed = self.handed, []
+        batches, self.undelivered = self.undelivered, []
         refused, failed = [], []
-        for batch in handed:
+        for batch in batches:
             undelivered = batch.undelivered_rows()
             for row, error in undelivered:
                 refused_alone = refused_for_good(error) and not self.in_transaction

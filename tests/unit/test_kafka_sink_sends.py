@@ -3,14 +3,17 @@ failed delivery reports are about (a report names its record by what it holds, n
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import pyarrow as pa
+from confluent_kafka import KafkaError
 
 from connectors.config.common import ErrorHandlingKeys
 from connectors.framework.sink_tally import SinkTally, TalliedBatch
 from connectors.kafka.range_reader import RECORD_SCHEMA_WITH_HEADERS
-from connectors.kafka_sink.write import NO_TIMESTAMP, HandedBatch, _headers, _timestamps
+from connectors.kafka_sink.config import KafkaSinkConfig
+from connectors.kafka_sink.write import NO_TIMESTAMP, HandedBatch, ReplicaTarget, Sends, _headers, _timestamps
 from tests.unit.kafka_rows import awkward_kafka_rows
 
 
@@ -22,6 +25,7 @@ class Report:
     at: int
     held_key: bytes | None
     held_value: bytes | None
+    at_offset: int = -1
 
     def topic(self) -> str:
         return self.target
@@ -34,6 +38,9 @@ class Report:
 
     def value(self) -> bytes | None:
         return self.held_value
+
+    def offset(self) -> int:
+        return self.at_offset
 
 
 def _rows(places: list[tuple[int, bytes | None, bytes]]) -> pa.RecordBatch:
@@ -79,3 +86,56 @@ def test_a_report_is_matched_on_its_partition_only_when_records_keep_theirs():
     assert keyed.undelivered_rows() == [(0, "e")]
     keyed.count_published({0})
     assert [keyed.slot.counts(row).published for row in (0, 1)] == [0, 1]
+
+
+class Producer:
+    """Stands in for librdkafka's producer: keeps each record's delivery callback until `poll` reports them, the
+    records named in `refusing` (by value) with an error."""
+
+    def __init__(self, refusing: tuple[bytes, ...] = ()):
+        self.waiting, self.refusing, self.offsets = [], refusing, 0
+
+    def produce(self, topic, value, key, partition, on_delivery, timestamp, headers) -> None:
+        self.waiting.append((on_delivery, Report(topic, partition, key, value, self.offsets)))
+        self.offsets += 1
+
+    def poll(self, timeout_s: float = 0) -> int:
+        waiting, self.waiting = self.waiting, []
+        for report, message in waiting:
+            report(KafkaError(KafkaError.INVALID_RECORD) if message.value() in self.refusing else None, message)
+        return len(waiting)
+
+    def flush(self, timeout_s: float = 0) -> int:
+        self.poll()
+        return 0
+
+
+def _sends(tolerance: str) -> tuple[Sends, SinkTally]:
+    config = KafkaSinkConfig.model_validate({"topics": "src", "topic.rename.format": "dst",
+                                             "target.bootstrap.servers": "127.0.0.1:9"})
+    tally = SinkTally("t", ErrorHandlingKeys.model_validate({"errors.tolerance": tolerance}), {})
+    return Sends(ReplicaTarget(config, 1_000_000, 30)), tally
+
+
+def test_a_batch_whose_records_were_all_acknowledged_is_counted_and_let_go_before_the_task_settles():
+    sends, tally = _sends("none")
+    producer = Producer()
+    slot = TalliedBatch(_rows([(0, b"k", b"v")] * 3), tally)
+    counts, gone = slot.single, weakref.ref(slot)
+    sends.send(producer, slot)
+    del slot
+    assert gone() is not None  # its records' callbacks hold it until they are reported
+    producer.poll()
+    assert gone() is None and counts.published == 3
+    assert [(row["landed_source"], row["landed_target"]) for row in tally.summary()] == [(3, 3)]
+
+
+def test_a_batch_with_a_refused_record_is_kept_until_the_task_settles_and_the_refused_row_is_rejected():
+    sends, tally = _sends("all")
+    producer = Producer(refusing=(b"bad",))
+    sends.send(producer, TalliedBatch(_rows([(0, b"k", b"v"), (0, None, b"bad"), (0, b"k", b"w")]), tally))
+    producer.poll()
+    assert len(sends.undelivered) == 1
+    sends.settle(producer, tally)
+    counts = tally.partition("src", 0)
+    assert (counts.published, counts.failed_dropped, sends.undelivered) == (2, 1, [])
