@@ -1,4 +1,5 @@
-"""Raw limits on this machine: each end of a bridge alone, driven as fast as a plain Python program can.
+"""Raw limits on this machine: each end of a bridge alone, driven as fast as a plain Python program can, and Kafka
+read by Kafka's own consumer perf tool.
 
 The bridge cannot beat the slower end of its path; its throughput is reported as a ratio of that.
 """
@@ -6,6 +7,7 @@ The bridge cannot beat the slower end of its path; its throughput is reported as
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 from bench.data import lite_connection, payload
@@ -47,6 +49,29 @@ def kafka_produce(topic: str, count: int, size: int) -> float:
                 producer.poll(0.01)
     assert producer.flush(60) == 0
     return count / (time.monotonic() - started)
+
+
+def brokers_consume(topic: str, count: int) -> float:
+    """Records/s of Kafka's own consumer (ConsumerPerformance, Java: no per-record work of a Python program) reading
+    `count` records of a topic from the start, group join excluded (its fetch.nMsg.sec)."""
+    out = _kafka_tool("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
+                      os.environ["KAFKA_BOOTSTRAP_SERVERS"], "--topic", topic, "--messages", str(count),
+                      "--timeout", "60000")
+    return consumer_performance_rate(out)
+
+
+def consumer_performance_rate(out: str) -> float:
+    """fetch.nMsg.sec of ConsumerPerformance's summary (a header line, then one line of comma-separated values)."""
+    header, values = [line for line in out.splitlines() if "," in line][-2:]
+    stats = dict(zip((name.strip() for name in header.split(",")), (value.strip() for value in values.split(","))))
+    return float(stats["fetch.nMsg.sec"])
+
+
+def _kafka_tool(main_class: str, *args: str) -> str:
+    from local_stack.fetch import kafka_tools_jars
+
+    return subprocess.run(["java", "-Xmx1g", "-cp", f"{kafka_tools_jars()}/*", main_class, *args], check=True,
+                          capture_output=True, text=True, timeout=600).stdout
 
 
 def pubsub_publish(topic: str, count: int, size: int) -> float:

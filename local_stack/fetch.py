@@ -164,6 +164,17 @@ def kafka_mirror_jars() -> Path:
 
 
 @one_fetch_at_a_time
+def kafka_tools_jars() -> Path:
+    """Apache Kafka's tools 4.1.1: the bench's brokers' limit reads with its ConsumerPerformance (no per-record work
+    of a Python program)."""
+    target = cache_dir() / "kafka-tools-libs"
+    if not target.is_dir():
+        _copy_maven_dependencies("Apache Kafka's tools 4.1.1 (its consumer performance test)",
+                                 STACK_FILES / "maven" / "kafka-tools.pom.xml", target)
+    return target
+
+
+@one_fetch_at_a_time
 def kafka_transforms_jars() -> Path:
     """Apache Kafka's single message transforms with JsonConverter, and Apicurio's AvroData (the reference of the
     transforms' differential test)."""

@@ -1,6 +1,7 @@
 """The MirrorMaker 2 bench's table: medians with min-max, the ratios of medians, ours against the brokers' limit."""
 
-from bench.kafka_sink_versus_mirrormaker import mirror_config, render
+from bench.kafka_sink_versus_mirrormaker import LIMIT_BY_TOOLS, mirror_config, render
+from bench.limits import consumer_performance_rate
 
 
 def _row(rate: float, cpu_per_100k: float) -> dict:
@@ -77,3 +78,19 @@ def test_the_whole_command_names_its_own_size():
     table = render(results)
     assert "The whole command copying 500,000 records" in table
     assert "MirrorMaker 2's time ÷ ours to the command's exit: **2.00x** (target 2x)." in table
+
+
+def test_the_limit_row_says_who_measured_it():
+    rows = ([_row(r, 2.0) for r in (80_000, 90_000, 70_000)], [_row(r, 5.0) for r in (30_000, 25_000, 35_000)])
+    assert "the brokers' limit (librdkafka from a Python loop)" in render(_results(*rows))
+    measured_by_tools = {**_results(*rows), "brokers_limit_by": LIMIT_BY_TOOLS}
+    assert f"the brokers' limit ({LIMIT_BY_TOOLS}): one consumer" in render(measured_by_tools)
+
+
+def test_the_rate_is_read_from_kafkas_consumer_perf_tool_output():
+    consumer = ("WARNING: the group's coordinator was slow, retrying\n"
+                "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec\n"
+                "2026-12-03 18:30:00:000, 2026-12-03 18:30:10:000, 3906.2500, 390.6250, 4000000, 400000.0000, 3012, "
+                "6988, 558.9900, 572409.8455\n")
+    assert consumer_performance_rate(consumer) == 572409.8455
