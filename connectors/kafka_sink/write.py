@@ -97,7 +97,9 @@ class HandedBatch:
         value, not its row (a row per report would be an object per record kept until it is acknowledged, and the
         garbage collector's walks over those took a quarter of the sending thread's time): each is the first row not
         matched yet that holds the same. Rows alike in all of these share their fate: Kafka refuses a record for good
-        for what it holds (its size, a missing key), and a failure of any other kind fails the whole task."""
+        for what it holds (its size, a missing key), and a failure of any other kind fails the whole task. The one
+        exception is a produce request refused as a whole (RECORD_LIST_TOO_LARGE), where a row alike to a refused one
+        may be named in its place: same content, another offset."""
         if not self.undelivered:
             return []
         columns = [self.slot.batch.column(name).to_pylist() for name in ("topic", "partition", "key", "value")]
