@@ -54,9 +54,13 @@ def kafka_produce(topic: str, count: int, size: int) -> float:
 def brokers_consume(topic: str, count: int) -> float:
     """Records/s of Kafka's own consumer (ConsumerPerformance, Java: no per-record work of a Python program) reading
     `count` records of a topic from the start, group join excluded (its fetch.nMsg.sec)."""
-    out = _kafka_tool("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
-                      os.environ["KAFKA_BOOTSTRAP_SERVERS"], "--topic", topic, "--messages", str(count),
-                      "--timeout", "60000")
+    from local_stack.fetch import kafka_tools_jars
+
+    tool = "org.apache.kafka.tools.ConsumerPerformance"
+    out = subprocess.run(["java", "-Xmx1g", "-cp", f"{kafka_tools_jars()}/*", tool,
+                          "--bootstrap-server", os.environ["KAFKA_BOOTSTRAP_SERVERS"], "--topic", topic,
+                          "--messages", str(count), "--timeout", "60000"],
+                         check=True, capture_output=True, text=True, timeout=600).stdout
     return consumer_performance_rate(out)
 
 
@@ -65,13 +69,6 @@ def consumer_performance_rate(out: str) -> float:
     header, values = [line for line in out.splitlines() if "," in line][-2:]
     stats = dict(zip((name.strip() for name in header.split(",")), (value.strip() for value in values.split(","))))
     return float(stats["fetch.nMsg.sec"])
-
-
-def _kafka_tool(main_class: str, *args: str) -> str:
-    from local_stack.fetch import kafka_tools_jars
-
-    return subprocess.run(["java", "-Xmx1g", "-cp", f"{kafka_tools_jars()}/*", main_class, *args], check=True,
-                          capture_output=True, text=True, timeout=600).stdout
 
 
 def pubsub_publish(topic: str, count: int, size: int) -> float:
